@@ -1,0 +1,150 @@
+"""The three axes a run is placed on: compute backend, communication backend, launcher."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from harness.registry import Registry
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a choice can run here and, if not, why (shown by `dtbench list`, kept in records)."""
+
+    available: bool
+    reason: str | None = None
+
+    @classmethod
+    def yes(cls) -> Availability:
+        return cls(True, None)
+
+    @classmethod
+    def no(cls, reason: str) -> Availability:
+        return cls(False, reason)
+
+
+def module_available(name: str) -> bool:
+    """True when a module could be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class StepTimer(ABC):
+    """Times training steps without adding a host sync per step where the device is async."""
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @abstractmethod
+    def samples(self) -> list[float]:
+        """Per-step wall times in seconds, in step order."""
+
+
+class ComputeBackend(ABC):
+    """Where kernels run: device placement, precision contexts, timing and memory queries."""
+
+    name: ClassVar[str]
+    precisions: ClassVar[tuple[str, ...]]
+
+    @classmethod
+    @abstractmethod
+    def availability(cls) -> Availability: ...
+
+    @abstractmethod
+    def device(self, local_rank: int = 0) -> torch.device: ...
+
+    @abstractmethod
+    def configure(self, threads: int, precision: str) -> dict[str, Any]:
+        """Apply process-wide settings (threads, TF32, cudnn.benchmark); return what was set."""
+
+    def prepare_model(self, model: torch.nn.Module, device: torch.device,
+                      channels_last: bool, compile_model: bool) -> torch.nn.Module:
+        model = model.to(device)
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        if compile_model:
+            model = torch.compile(model)  # type: ignore[assignment]
+        return model
+
+    @contextlib.contextmanager
+    def autocast(self, device: torch.device, precision: str) -> Iterator[None]:
+        if precision == "fp32":
+            yield
+            return
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        with torch.autocast(device.type, dtype=dtype):
+            yield
+
+    def grad_scaler(self, precision: str) -> Any | None:
+        """A gradient scaler for fp16, or None where the precision needs none."""
+        return None
+
+    @abstractmethod
+    def timer(self, device: torch.device) -> StepTimer: ...
+
+    def synchronize(self, device: torch.device) -> None:
+        """Wait for queued work (no-op on the CPU)."""
+
+    @abstractmethod
+    def reset_peak_memory(self, device: torch.device) -> None: ...
+
+    @abstractmethod
+    def peak_memory(self, device: torch.device) -> int:
+        """Peak bytes since the last reset: resident (CPU) or allocated (device)."""
+
+    def energy_meter(self, device: torch.device) -> EnergyMeter | None:
+        """A counter of joules where the hardware has one, else None."""
+        return None
+
+    def energy_unavailable_reason(self) -> str:
+        return "no energy counter on this backend"
+
+    def device_name(self, device: torch.device) -> str:
+        return device.type
+
+    @abstractmethod
+    def info(self) -> dict[str, Any]:
+        """Library versions and hardware features that explain this backend's numbers."""
+
+
+class EnergyMeter(ABC):
+    """Reads a cumulative energy counter in joules."""
+
+    @abstractmethod
+    def joules(self) -> float: ...
+
+
+class CommBackend(ABC):
+    """How gradients move between ranks (torch.distributed process group backend)."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def availability(cls) -> Availability: ...
+
+
+class Launcher(ABC):
+    """How ranks are started: spawned here, torchrun, mpirun, or srun in a Slurm allocation."""
+
+    name: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def availability(cls) -> Availability: ...
+
+
+COMPUTE_BACKENDS: Registry[type[ComputeBackend]] = Registry("backend")
+COMM_BACKENDS: Registry[type[CommBackend]] = Registry("comm backend")
+LAUNCHERS: Registry[type[Launcher]] = Registry("launcher")

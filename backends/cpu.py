@@ -1,0 +1,120 @@
+"""The cpu backend: PyTorch's oneDNN (MKL-DNN) and MKL kernels, with IPEX where it matches."""
+from __future__ import annotations
+
+import os
+import re
+import resource
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
+from backends.ipex import ipex_availability, ipex_version
+
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
+             "amx_bf16", "amx_int8")
+
+
+@cache
+def cpu_flags() -> frozenset[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    match = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
+    return frozenset(match.group(1).split()) if match else frozenset()
+
+
+def library_versions() -> dict[str, str | None]:
+    """oneDNN and MKL versions as torch reports its build configuration."""
+    config = torch.__config__.show()
+    onednn = re.search(r"(?:MKL-DNN|oneDNN) v(\S+)", config)
+    mkl = re.search(r"Math Kernel Library Version (\S+)", config)
+    return {"onednn": onednn.group(1) if onednn else None, "mkl": mkl.group(1) if mkl else None}
+
+
+class PerfCounterTimer(StepTimer):
+    """Host wall-clock per step; CPU kernels are synchronous so no sync is needed."""
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        self._times.append(time.perf_counter() - self._t0)
+
+    def samples(self) -> list[float]:
+        return list(self._times)
+
+
+def _read_status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@COMPUTE_BACKENDS.register("cpu")
+class CPUBackend(ComputeBackend):
+    """oneDNN through torch: channels_last, bf16 autocast, optional torch.compile and IPEX."""
+
+    name = "cpu"
+    precisions = ("fp32", "bf16")
+
+    @classmethod
+    def availability(cls) -> Availability:
+        return Availability.yes()
+
+    def device(self, local_rank: int = 0) -> torch.device:
+        return torch.device("cpu")
+
+    def configure(self, threads: int, precision: str) -> dict[str, Any]:
+        threads = threads or max(1, len(os.sched_getaffinity(0)))
+        torch.set_num_threads(threads)
+        return {"threads": threads}
+
+    def timer(self, device: torch.device) -> StepTimer:
+        return PerfCounterTimer()
+
+    def reset_peak_memory(self, device: torch.device) -> None:
+        """Reset the kernel's peak-RSS mark (VmHWM) via clear_refs, where Linux allows it."""
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            pass
+
+    def peak_memory(self, device: torch.device) -> int:
+        kib = _read_status_kib("VmHWM")
+        if kib is None:
+            kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return kib * 1024
+
+    def energy_unavailable_reason(self) -> str:
+        if Path("/sys/class/powercap/intel-rapl:0/energy_uj").exists():
+            return "RAPL counter present but not readable by this process"
+        return "no RAPL energy counter on this machine"
+
+    def device_name(self, device: torch.device) -> str:
+        from harness.sysinfo import cpu_model
+
+        return cpu_model()
+
+    def info(self) -> dict[str, Any]:
+        flags = cpu_flags()
+        ipex = ipex_availability()
+        return {
+            **library_versions(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "isa": {flag: flag in flags for flag in ISA_FLAGS},
+            "mkldnn_enabled": torch.backends.mkldnn.is_available(),
+            "ipex": {"version": ipex_version(), "available": ipex.available, "reason": ipex.reason},
+        }

@@ -1,0 +1,241 @@
+"""NVIDIA Management Library (nvidia-ml-py) queries: GPU inventory, energy counter, power sampling.
+
+Every entry point turns a missing package, missing driver or unsupported query into a reason
+string (or NVMLUnavailable carrying one), so a CPU-only machine imports and runs this freely.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import threading
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from backends.base import Availability, EnergyMeter
+
+SAMPLE_KEYS = ("power_w", "gpu_util_pct", "mem_util_pct")
+
+
+class NVMLUnavailable(RuntimeError):
+    """NVML cannot answer here; the message is the reason kept in records."""
+
+
+def _pynvml() -> ModuleType:
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError:
+        raise NVMLUnavailable("nvidia-ml-py (pynvml) not installed") from None
+
+
+def _describe(nv: ModuleType, err: Exception) -> str:
+    """A reason a user can act on for an NVMLError."""
+    code = getattr(err, "value", None)
+    known = {
+        "NVML_ERROR_LIBRARY_NOT_FOUND": "libnvidia-ml.so.1 not found (no NVIDIA driver)",
+        "NVML_ERROR_DRIVER_NOT_LOADED": "NVIDIA driver not loaded",
+        "NVML_ERROR_NOT_SUPPORTED": "not supported on this GPU",
+        "NVML_ERROR_NO_PERMISSION": "no permission to query NVML",
+        "NVML_ERROR_GPU_IS_LOST": "GPU is lost (fell off the bus)",
+    }
+    for constant, reason in known.items():
+        if code is not None and code == getattr(nv, constant, object()):
+            return reason
+    return f"NVML error: {err}"
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _init() -> ModuleType:
+    """nvmlInit (reference counted by NVML); pair every success with nvmlShutdown."""
+    nv = _pynvml()
+    try:
+        nv.nvmlInit()
+    except nv.NVMLError as err:
+        raise NVMLUnavailable(_describe(nv, err)) from None
+    return nv
+
+
+def _shutdown(nv: ModuleType) -> None:
+    with contextlib.suppress(Exception):
+        nv.nvmlShutdown()
+
+
+@contextlib.contextmanager
+def nvml_session() -> Iterator[ModuleType]:
+    """pynvml, initialised for the block; NVMLError inside the block becomes NVMLUnavailable."""
+    nv = _init()
+    try:
+        yield nv
+    except nv.NVMLError as err:
+        raise NVMLUnavailable(_describe(nv, err)) from None
+    finally:
+        _shutdown(nv)
+
+
+def nvml_availability() -> Availability:
+    """Whether NVML answers and sees at least one GPU; never raises."""
+    try:
+        with nvml_session() as nv:
+            count = nv.nvmlDeviceGetCount()
+    except NVMLUnavailable as err:
+        return Availability.no(str(err))
+    if count == 0:
+        return Availability.no("NVML sees no NVIDIA GPU")
+    return Availability.yes()
+
+
+def _optional(nv: ModuleType, query: Any, *args: Any) -> Any:
+    try:
+        return query(*args)
+    except nv.NVMLError:
+        return None
+
+
+def gpu_inventory() -> list[dict[str, Any]]:
+    """Every GPU NVML sees (ignoring CUDA_VISIBLE_DEVICES), or [] where NVML is unavailable."""
+    try:
+        with nvml_session() as nv:
+            driver = _optional(nv, nv.nvmlSystemGetDriverVersion)
+            gpus = []
+            for index in range(nv.nvmlDeviceGetCount()):
+                handle = nv.nvmlDeviceGetHandleByIndex(index)
+                memory = _optional(nv, nv.nvmlDeviceGetMemoryInfo, handle)
+                major_minor = _optional(nv, nv.nvmlDeviceGetCudaComputeCapability, handle)
+                uuid = _optional(nv, nv.nvmlDeviceGetUUID, handle)
+                gpus.append({
+                    "index": index,
+                    "name": _text(nv.nvmlDeviceGetName(handle)),
+                    "memory_bytes": int(memory.total) if memory is not None else None,
+                    "driver": _text(driver) if driver is not None else None,
+                    "compute_capability": "{}.{}".format(*major_minor) if major_minor else None,
+                    "uuid": _text(uuid) if uuid is not None else None,
+                })
+            return gpus
+    except NVMLUnavailable:
+        return []
+
+
+def _handle(nv: ModuleType, index: int, uuid: str | None) -> Any:
+    """The NVML handle of a CUDA device: by UUID (robust to CUDA_VISIBLE_DEVICES), else by index."""
+    try:
+        if uuid:
+            return nv.nvmlDeviceGetHandleByUUID(uuid)
+        return nv.nvmlDeviceGetHandleByIndex(index)
+    except nv.NVMLError as err:
+        reason = f"no NVML handle for GPU {uuid or index}: {_describe(nv, err)}"
+        raise NVMLUnavailable(reason) from None
+
+
+class NVMLEnergyMeter(EnergyMeter):
+    """Board energy since driver load from NVML's millijoule counter (Volta and newer)."""
+
+    def __init__(self, index: int = 0, uuid: str | None = None) -> None:
+        """Open NVML and probe the counter; raises NVMLUnavailable saying why if it is absent."""
+        self._nv = _init()
+        self._open = True
+        try:
+            self._handle = _handle(self._nv, index, uuid)
+            self.joules()
+        except NVMLUnavailable:
+            self.close()
+            raise
+
+    def joules(self) -> float:
+        try:
+            millijoules = self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+        except self._nv.NVMLError as err:
+            raise NVMLUnavailable(f"NVML energy counter: {_describe(self._nv, err)}") from None
+        return millijoules / 1000.0
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            _shutdown(self._nv)
+
+
+class NVMLSampler:
+    """Samples GPU power and utilisation on a thread; a failure becomes a reason, not a crash."""
+
+    def __init__(self, index: int = 0, uuid: str | None = None, interval_s: float = 0.1) -> None:
+        self.index = index
+        self.uuid = uuid
+        self.interval_s = interval_s
+        self.reason: str | None = None
+        self._samples: dict[str, list[float]] = {key: [] for key in SAMPLE_KEYS}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nv: ModuleType | None = None
+        self._power_supported = True
+        self._util_supported = True
+
+    def start(self) -> None:
+        if self._thread is not None or self._nv is not None:
+            raise RuntimeError("NVMLSampler.start() called twice")
+        try:
+            self._nv = _init()
+        except NVMLUnavailable as err:
+            self.reason = str(err)
+            return
+        try:
+            handle = _handle(self._nv, self.index, self.uuid)
+        except NVMLUnavailable as err:
+            self.reason = str(err)
+            _shutdown(self._nv)
+            return
+        self._thread = threading.Thread(target=self._run, args=(handle,), name="nvml-sampler",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> dict[str, list[float]]:
+        """Stop and return the samples; a list is empty where its query failed (see .reason)."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=max(2.0, 5 * self.interval_s))
+            if self._thread.is_alive():
+                self._note("sampler thread did not stop; samples may be incomplete")
+            elif self._nv is not None:
+                _shutdown(self._nv)
+        elif self._nv is None and self.reason is None:
+            self.reason = "sampler was not started"
+        with self._lock:
+            return {key: list(values) for key, values in self._samples.items()}
+
+    def _note(self, reason: str) -> None:
+        with self._lock:
+            self.reason = reason if self.reason is None else f"{self.reason}; {reason}"
+
+    def _run(self, handle: Any) -> None:
+        try:
+            while True:
+                self._sample(handle)
+                if not (self._power_supported or self._util_supported):
+                    return
+                if self._stop.wait(self.interval_s):
+                    return
+        except Exception as err:  # noqa: BLE001 - the sampler must never take the run down
+            self._note(f"sampler stopped: {err!r}")
+
+    def _sample(self, handle: Any) -> None:
+        nv = self._nv
+        assert nv is not None
+        if self._power_supported:
+            try:
+                milliwatts = nv.nvmlDeviceGetPowerUsage(handle)
+                with self._lock:
+                    self._samples["power_w"].append(milliwatts / 1000.0)
+            except nv.NVMLError as err:
+                self._power_supported = False
+                self._note(f"power: {_describe(nv, err)}")
+        if self._util_supported:
+            try:
+                rates = nv.nvmlDeviceGetUtilizationRates(handle)
+                with self._lock:
+                    self._samples["gpu_util_pct"].append(float(rates.gpu))
+                    self._samples["mem_util_pct"].append(float(rates.memory))
+            except nv.NVMLError as err:
+                self._util_supported = False
+                self._note(f"utilisation: {_describe(nv, err)}")

@@ -1,0 +1,26 @@
+"""time_to_train and quality for time-to-train runs (MLPerf rules: evaluation included)."""
+from __future__ import annotations
+
+from harness.collectors.base import COLLECTORS, CollectContext
+from harness.record import Metric
+
+
+@COLLECTORS.register("quality")
+def quality(context: CollectContext) -> list[Metric]:
+    lead = context.ranks[0] if context.ranks else None
+    if lead is None or lead.quality is None:
+        return []
+    from workloads import get_workload
+
+    target = get_workload(context.spec.workload).preset(context.spec.size).target
+    found = []
+    if lead.target_reached and lead.time_to_train is not None:
+        found.append(Metric("time_to_train", "s", lead.time_to_train, higher_is_better=False,
+                            extra={"from": "run_start", "to": "run_stop"}))
+    value = lead.quality.get(target.metric)
+    unit = "1" if target.metric in ("accuracy", "auc") else target.metric
+    found.append(Metric("quality", unit, value, higher_is_better=target.higher_is_better,
+                        extra={"metric": target.metric, "target": target.value,
+                               "reached": bool(lead.target_reached),
+                               "all": lead.quality, "history": lead.quality_history}))
+    return found

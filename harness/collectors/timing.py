@@ -1,0 +1,40 @@
+"""step_time (max over ranks, per step) and throughput (global samples per second)."""
+from __future__ import annotations
+
+import statistics
+
+from harness.collectors.base import COLLECTORS, CollectContext
+from harness.record import Metric
+
+
+def step_times_over_ranks(context: CollectContext) -> list[float]:
+    """A step ends when the slowest rank ends it: the per-step maximum across ranks."""
+    per_rank = [r.step_times for r in context.ranks if r.step_times]
+    if not per_rank:
+        return []
+    steps = min(len(times) for times in per_rank)
+    return [max(times[i] for times in per_rank) for i in range(steps)]
+
+
+@COLLECTORS.register("step_time")
+def step_time(context: CollectContext) -> list[Metric]:
+    times = step_times_over_ranks(context)
+    if not times:
+        return []
+    return [Metric("step_time", "s", statistics.median(times), higher_is_better=False, samples=times,
+                   extra={"aggregation": "max over ranks per step; value is the median"})]
+
+
+@COLLECTORS.register("throughput")
+def throughput(context: CollectContext) -> list[Metric]:
+    times = step_times_over_ranks(context)
+    if not times:
+        return []
+    global_batch = context.spec.global_batch
+    # The median step is robust to a shared machine's stray slow steps; the plain
+    # total-samples / total-time figure is kept beside it.
+    return [Metric("throughput", "samples/s", global_batch / statistics.median(times),
+                   higher_is_better=True, samples=[global_batch / t for t in times],
+                   extra={"global_batch": global_batch, "measured_steps": len(times),
+                          "aggregation": "global_batch / median step_time",
+                          "overall": global_batch * len(times) / sum(times)})]

@@ -1,0 +1,137 @@
+"""Measured peak: the best sustained GEMM rate and copy bandwidth of a device, cached per machine.
+
+The GEMM peak is the highest per-size median over a few square sizes; medians rather than
+best single calls keep one lucky call on a shared host from inflating the denominator of MFU.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.store import write_atomic
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+GEMM_SIZES = {"cpu": (1024, 2048, 3072), "cuda": (4096, 8192)}
+COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 1024 * 2**20}
+
+
+@dataclass(frozen=True)
+class PeakResult:
+    """A measured peak: FLOP/s, copy bandwidth, and the per-size medians behind them."""
+
+    backend: str
+    device_name: str
+    precision: str
+    threads: int
+    flops: float
+    memory_bandwidth: float
+    per_size: dict[str, float]
+    measured_at: str
+    torch: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DTBENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dtbench")
+    return Path(root)
+
+
+def _timed(fn: Any, backend: Any, device: torch.device, reps: int) -> list[float]:
+    timer = backend.timer(device)
+    for _ in range(reps):
+        timer.start()
+        fn()
+        timer.stop()
+    return timer.samples()
+
+
+def measure_peak(backend_name: str, precision: str, threads: int = 0,
+                 reps: int = 8) -> PeakResult:
+    """Time square matmuls and a large copy on the backend's device, in this process."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = COMPUTE_BACKENDS.get(backend_name)()
+    settings = backend.configure(threads, precision)
+    device = backend.device()
+    dtype = DTYPES[precision]
+    per_size: dict[str, float] = {}
+    for n in GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        for _ in range(2):
+            torch.mm(a, b)
+        backend.synchronize(device)
+        times = _timed(lambda a=a, b=b: torch.mm(a, b), backend, device, reps)
+        per_size[str(n)] = 2 * n**3 / statistics.median(times)
+        del a, b
+    elements = COPY_BYTES.get(device.type, COPY_BYTES["cuda"]) // 4
+    src = torch.ones(elements, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    copy_times = _timed(lambda: dst.copy_(src), backend, device, reps)
+    bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
+    return PeakResult(
+        backend=backend_name, device_name=backend.device_name(device), precision=precision,
+        threads=int(settings.get("threads", threads)), flops=max(per_size.values()),
+        memory_bandwidth=bandwidth, per_size=per_size,
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(), torch=torch.__version__)
+
+
+def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
+    from harness.sysinfo import machine_id
+
+    return f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|{torch.__version__}"
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "peak.json"
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def store_peak(result: PeakResult) -> None:
+    """Remember a measurement; a cache that cannot be written only costs a re-measure."""
+    key = _cache_key(result.backend, result.device_name, result.precision, result.threads)
+    try:
+        _cache_file().parent.mkdir(parents=True, exist_ok=True)
+        cache = _read_cache()
+        cache[key] = result.as_dict()
+        write_atomic(_cache_file(), json.dumps(cache, indent=1))
+    except OSError:
+        pass
+
+
+def cached_peak(backend_name: str, device_name: str, precision: str,
+                threads: int) -> PeakResult | None:
+    entry = _read_cache().get(_cache_key(backend_name, device_name, precision, threads))
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return PeakResult(**entry)
+    except TypeError:
+        return None
+
+
+def peak_for(backend_name: str, device_name: str, precision: str, threads: int) -> PeakResult:
+    """The cached peak for this machine and configuration, measured now if there is none."""
+    found = cached_peak(backend_name, device_name, precision, threads)
+    if found is None:
+        found = measure_peak(backend_name, precision, threads)
+        store_peak(found)
+    return found

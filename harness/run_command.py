@@ -1,0 +1,88 @@
+"""`dtbench run`: plan every run first (bad input stops here, nothing written), then run."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.errors import UsageError
+from harness.plan import plan_runs
+from harness.progress import Progress
+from harness.runner import Runner
+from harness.spec import RunSpec
+from harness.store import Store, write_atomic
+from harness.suites import load_suite
+from harness.table import summary_table
+
+CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
+                "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
+                "channels_last", "compile", "data", "seed")
+
+
+def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
+    from harness.cli import _extend
+
+    options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
+    for key in ("workload", "size", "backend", "comm", "precision", "nproc"):
+        options[key] = _extend(options[key])
+    return options
+
+
+def _check_json_target(path: str) -> Path:
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"--json {path}: is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"--json {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"--json {path}: directory {parent} is not writable")
+    return target
+
+
+def _preflight_data(specs: list[RunSpec]) -> None:
+    """Load each distinct --data file once so a bad file is a usage error before any run."""
+    from workloads import get_workload
+
+    checked: set[tuple[str, str, str]] = set()
+    for spec in specs:
+        if not spec.data or (spec.workload, spec.size, spec.data) in checked:
+            continue
+        checked.add((spec.workload, spec.size, spec.data))
+        get_workload(spec.workload).datasets(spec.size, spec.data, spec.seed)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    options = _cli_options(args)
+    suite = None
+    if args.suite is not None or not options["workload"]:
+        suite = load_suite(args.suite or "quick")
+    planned = plan_runs(suite, options)
+    store = Store(args.out)
+    json_target = _check_json_target(args.json_file) if args.json_file else None
+    _preflight_data([spec for spec, _ in planned])
+    store.ensure_writable()
+
+    work: list[RunSpec] = []
+    for spec, repeat in planned:
+        done = store.count_success(spec.key()) if args.resume else 0
+        work.extend([spec] * max(0, repeat - done))
+    if args.resume and len(work) < sum(r for _, r in planned):
+        print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
+              f"{store.root}", file=sys.stderr)
+    progress = Progress(len(work), enabled=not args.quiet)
+    runner = Runner(store, progress)
+    records: list[dict[str, Any]] = []
+    for spec in work:
+        records.append(runner.run(spec).record)
+    if records:
+        print(summary_table(records))
+    else:
+        print("nothing to run: every planned run is already complete")
+    print(f"records: {store.root}", file=sys.stderr)
+    if json_target is not None:
+        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+    return 1 if any(r["status"] == "failed" for r in records) else 0

@@ -1,0 +1,137 @@
+"""From a resolved spec to a stored record: availability, worker, collectors, store."""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.collectors import CollectContext, collect
+from harness.collectors.energy import energy_absent_reason
+from harness.errors import RunFailed, SkipRun
+from harness.flops import count_flops_per_sample
+from harness.peak import peak_for
+from harness.progress import Progress
+from harness.record import Metric, build_record, new_run_id, one_line, utc_now
+from harness.spec import RunSpec
+from harness.store import Store
+from harness.sysinfo import harness_info, machine_info, software_info
+from harness.worker import RankResult, run_throughput, run_time_to_train
+
+
+def unavailable_reason(spec: RunSpec) -> str | None:
+    """Why this valid spec cannot run on this machine, or None when it can."""
+    from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
+    from workloads import get_workload
+
+    for kind, registry, name in (("backend", COMPUTE_BACKENDS, spec.backend),
+                                 ("comm", COMM_BACKENDS, spec.comm),
+                                 ("launcher", LAUNCHERS, spec.launcher)):
+        availability = registry.get(name).availability()
+        if not availability.available:
+            return f"{kind} {name}: {availability.reason}"
+    if spec.distributed:
+        return ("multi-rank runs are not implemented in this version of dtbench "
+                "(the distributed data-parallel runner is tracked as its own issue)")
+    try:
+        get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
+    except NotImplementedError as exc:
+        return one_line(str(exc)) or f"{spec.workload} does not support this combination"
+    return None
+
+
+@dataclass
+class Outcome:
+    """A finished run: its record and where the store put it."""
+
+    record: dict[str, Any]
+    path: Path | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str(self.record["status"])
+
+
+class Runner:
+    """Runs specs one after another in this process and stores one record per run."""
+
+    def __init__(self, store: Store, progress: Progress | None = None) -> None:
+        self.store = store
+        self.progress = progress or Progress(0, enabled=False)
+        self._machine: dict[str, Any] | None = None
+        self._software: dict[str, Any] | None = None
+
+    def _fingerprint(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self._machine is None or self._software is None:
+            self._machine, self._software = machine_info(), software_info()
+        return self._machine, self._software
+
+    def run(self, spec: RunSpec) -> Outcome:
+        created = utc_now()
+        run_id = new_run_id(spec.workload, created)
+        self.progress.begin(spec.label())
+        status, error = "success", None
+        ranks: list[RankResult] = []
+        traceback_tail: list[str] = []
+        context = CollectContext(spec=spec, ranks=ranks)
+        reason = unavailable_reason(spec)
+        if reason is not None:
+            status, error = "skipped", reason
+        else:
+            try:
+                ranks.extend(self._execute(spec, run_id, context))
+            except SkipRun as exc:
+                status, error = "skipped", str(exc)
+            except RunFailed as exc:
+                status, error = "failed", str(exc)
+            except MemoryError:
+                status, error = "failed", "rank 0: out of memory"
+            except Exception as exc:  # noqa: BLE001 - any crash of a run becomes a failed record
+                status, error = "failed", f"rank 0: {type(exc).__name__}: {exc}"
+                traceback_tail = traceback.format_exc(limit=-3).splitlines()[-6:]
+        metrics: list[Metric] = collect(context) if ranks else []
+        if status == "success" and spec.mode == "ttt" and ranks and not ranks[0].target_reached:
+            status, error = "failed", self._ttt_failure(spec, ranks[0])
+        machine, software = self._fingerprint()
+        notes: dict[str, Any] = {}
+        if ranks:
+            notes["settings"] = ranks[0].settings
+            notes["device_name"] = ranks[0].device_name
+            absent = energy_absent_reason(context)
+            if absent:
+                notes["energy_unavailable"] = absent
+        if traceback_tail:
+            notes["traceback_tail"] = traceback_tail
+        record = build_record(
+            run_id=run_id, created=created, status=status, error=error,
+            harness=harness_info(), machine=machine, software=software,
+            spec=spec.as_dict(), metrics=metrics,
+            events=ranks[0].events if ranks else [],
+            extra={"spec_key": spec.key(), "notes": notes})
+        path = self.store.add(record)
+        self.progress.end(status if error is None else f"{status}: {one_line(error, 160)}")
+        return Outcome(record, path)
+
+    def _execute(self, spec: RunSpec, run_id: str, context: CollectContext) -> list[RankResult]:
+        from workloads import get_workload
+
+        context.flops_per_sample = count_flops_per_sample(get_workload(spec.workload), spec.size)
+        if spec.mode == "ttt":
+            log_path = self.store.root / "logs" / f"{run_id}.mllog"
+            result = run_time_to_train(spec, log_path, progress=self.progress.update)
+        else:
+            result = run_throughput(spec, progress=self.progress.update)
+        threads = int(result.settings.get("threads", spec.threads))
+        context.peak = peak_for(spec.backend, result.device_name, spec.precision, threads)
+        return [result]
+
+    @staticmethod
+    def _ttt_failure(spec: RunSpec, lead: RankResult) -> str:
+        from workloads import get_workload
+
+        target = get_workload(spec.workload).preset(spec.size).target
+        reached = (lead.quality or {}).get(target.metric, float("nan"))
+        comparison = ">=" if target.higher_is_better else "<="
+        return (f"target {target.metric} {comparison} {target.value} not reached in "
+                f"{target.max_epochs} epochs: reached {reached:.4g}")

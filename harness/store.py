@@ -1,0 +1,137 @@
+"""A results directory: one JSON file per record, never overwritten, and an SQLite index."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import SchemaError, UsageError
+from harness.record import load_record
+
+INDEX_NAME = "index.sqlite"
+TMP_PREFIX = ".tmp-"
+COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
+           "launcher", "precision", "world_size", "mode", "spec_key", "suite")
+
+
+def write_atomic(path: Path, text: str, exclusive: bool = False) -> None:
+    """Write via a temporary file in the same directory and a rename (or link, if exclusive).
+
+    With exclusive=True an existing file is never replaced: FileExistsError is raised.
+    """
+    handle, tmp_name = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".json", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        if exclusive:
+            os.link(tmp, path)
+        else:
+            os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+class Store:
+    """Record files named so they sort by time, plus an index that can always be rebuilt."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / INDEX_NAME
+
+    def ensure_writable(self) -> None:
+        """Create the directory and prove it takes files, or raise UsageError before any run."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=self.root)
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UsageError(f"--out {self.root}: not writable ({exc.strerror or exc})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.index_path, timeout=60)
+        connection.execute("PRAGMA busy_timeout = 60000")
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute(
+            f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (run_id))")
+        return connection
+
+    def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
+        spec = record.get("spec", {})
+        return (record["run_id"], path.name, record["created_at"], record["status"],
+                spec.get("workload"), spec.get("size"), spec.get("backend"), spec.get("comm"),
+                spec.get("launcher"), spec.get("precision"), spec.get("world_size"),
+                spec.get("mode"), record.get("spec_key"), spec.get("suite"))
+
+    def _index(self, rows: list[tuple[Any, ...]]) -> None:
+        with self._connect() as connection:
+            connection.executemany(
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' for _ in COLUMNS)})", rows)
+        connection.close()
+
+    def add(self, record: dict[str, Any]) -> Path:
+        """Store a record under a new file name; an existing record is never replaced."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+        for attempt in range(100):
+            suffix = "" if attempt == 0 else f"-{attempt}"
+            path = self.root / f"{record['run_id']}{suffix}.json"
+            try:
+                write_atomic(path, text, exclusive=True)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise OSError(f"could not find a free file name for run {record['run_id']}")
+        self._index([self._row(record, path)])
+        return path
+
+    def record_paths(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("*.json") if not p.name.startswith(TMP_PREFIX))
+
+    def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every readable record; unreadable files are reported in `warnings` and skipped."""
+        for path in self.record_paths():
+            try:
+                yield load_record(path)
+            except SchemaError as exc:
+                if warnings is not None:
+                    warnings.append(f"skipped {exc}")
+
+    def rebuild_index(self) -> int:
+        """Recreate the index from the record files alone; returns how many were indexed."""
+        self.index_path.unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.index_path) + suffix).unlink(missing_ok=True)
+        rows = []
+        for path in self.record_paths():
+            try:
+                rows.append(self._row(load_record(path), path))
+            except SchemaError:
+                continue
+        self._index(rows)
+        return len(rows)
+
+    def count_success(self, spec_key: str, suite: str | None = None) -> int:
+        """Successful records of one spec (for --resume)."""
+        if not self.index_path.exists():
+            return 0
+        query = "SELECT COUNT(*) FROM runs WHERE spec_key = ? AND status = 'success'"
+        params: list[Any] = [spec_key]
+        connection = self._connect()
+        try:
+            return int(connection.execute(query, params).fetchone()[0])
+        finally:
+            connection.close()

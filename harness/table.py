@@ -1,0 +1,68 @@
+"""Plain-text summary table of records, printed at the end of `dtbench run`."""
+from __future__ import annotations
+
+from typing import Any
+
+from harness.record import metric
+
+
+def human_bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    return "-"
+
+
+def _value(record: dict[str, Any], name: str, scale: float = 1.0, fmt: str = "{:.2f}",
+           with_ci: bool = False) -> str:
+    found = metric(record, name)
+    if not found or found.get("value") is None:
+        return "-"
+    text = fmt.format(found["value"] / scale)
+    stats = found.get("stats")
+    if with_ci and stats:
+        low, high = stats["ci95"]
+        text += f" [{fmt.format(low / scale)}, {fmt.format(high / scale)}]"
+    return text
+
+
+COLUMNS = ("workload", "size", "backend", "prec", "ws", "bs", "status", "throughput/s (CI95)",
+           "step s", "GFLOP/s", "MFU", "peak mem", "ttt s", "quality")
+
+
+def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for record in records:
+        spec = record["spec"]
+        quality = metric(record, "quality")
+        rows.append([
+            spec["workload"], spec["size"], spec["backend"], spec["precision"],
+            str(spec["world_size"]), str(spec["batch_per_rank"]), record["status"],
+            _value(record, "throughput", with_ci=True),
+            _value(record, "step_time", fmt="{:.4f}"),
+            _value(record, "achieved_flops", scale=1e9, fmt="{:.1f}"),
+            _value(record, "mfu", fmt="{:.3f}"),
+            human_bytes((metric(record, "peak_memory") or {}).get("value")),
+            _value(record, "time_to_train", fmt="{:.1f}"),
+            f"{quality['metric']}={quality['value']:.4g}" if quality and quality.get("value")
+            is not None else "-",
+        ])
+    return rows
+
+
+def render_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def summary_table(records: list[dict[str, Any]]) -> str:
+    text = render_table(COLUMNS, summary_rows(records))
+    problems = [f"  {r['spec']['workload']}: {r['status']}: {r['error']}" for r in records
+                if r.get("error")]
+    return text + ("\n" + "\n".join(problems) if problems else "")

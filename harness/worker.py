@@ -1,0 +1,239 @@
+"""One rank's work: build the model on its backend, train, time each step, measure memory.
+
+The worker returns raw measurements only (a RankResult); turning them into metrics is the
+collectors' job in the launching process, so per-rank results can be folded together.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness import mlperf
+from harness.errors import RunFailed, SkipRun
+from harness.spec import RunSpec
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class RankResult:
+    """Raw measurements of one rank; JSON-serialisable so ranks in other processes can report."""
+
+    rank: int
+    world_size: int
+    device_name: str
+    settings: dict[str, Any]
+    step_times: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    peak_memory: int | None = None
+    energy_joules: float | None = None
+    energy_reason: str | None = None
+    quality: dict[str, float] | None = None
+    quality_history: list[dict[str, Any]] = field(default_factory=list)
+    target_reached: bool | None = None
+    time_to_train: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+class Trainer:
+    """The training step of a spec on its backend, shared by throughput and time-to-train."""
+
+    def __init__(self, spec: RunSpec, rank: int = 0, local_rank: int = 0) -> None:
+        from backends import COMPUTE_BACKENDS
+        from backends.ipex import ipex_availability, ipex_optimize
+        from workloads import get_workload
+
+        self.spec = spec
+        self.rank = rank
+        self.workload = get_workload(spec.workload)
+        self.preset = self.workload.preset(spec.size)
+        self.backend = COMPUTE_BACKENDS.get(spec.backend)()
+        self.device = self.backend.device(local_rank)
+        self.settings = self.backend.configure(spec.threads, spec.precision)
+        torch.manual_seed(spec.seed + rank)
+        model = self.workload.build_model(spec.size)
+        channels_last = spec.channels_last and self.workload.image_model
+        self.channels_last = channels_last
+        self.model = self.backend.prepare_model(model, self.device, channels_last, spec.compile)
+        self.optimizer = self.workload.optimizer(self.model, spec.size)
+        self.settings["ipex"] = False
+        if spec.backend == "cpu" and ipex_availability().available:
+            self.model, self.optimizer = ipex_optimize(self.model, self.optimizer, spec.precision)
+            self.settings["ipex"] = True
+        self.scaler = self.backend.grad_scaler(spec.precision)
+        self.grad_clip = self.preset.extra.get("grad_clip")
+        self.settings["channels_last"] = channels_last
+        self.settings["compile"] = spec.compile
+
+    def autocast(self) -> Any:
+        return self.backend.autocast(self.device, self.spec.precision)
+
+    def to_device(self, inputs: torch.Tensor, targets: torch.Tensor,
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = inputs.to(self.device, non_blocking=True)
+        if self.channels_last and inputs.dim() == 4:
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        return inputs, targets.to(self.device, non_blocking=True)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """One optimizer step; returns the detached loss without forcing a device sync."""
+        self.optimizer.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = self.workload.loss(self.model(inputs), targets)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            if self.grad_clip:
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            if self.grad_clip:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+            self.optimizer.step()
+        return loss.detach()
+
+    def new_result(self) -> RankResult:
+        return RankResult(rank=self.rank, world_size=self.spec.world_size,
+                          device_name=self.backend.device_name(self.device),
+                          settings=self.settings)
+
+
+def _check_finite(losses: list[float], first_step: int) -> None:
+    for index, value in enumerate(losses):
+        if not math.isfinite(value):
+            raise RunFailed(f"diverged at step {first_step + index}: loss is {value}")
+
+
+def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
+                   progress: ProgressFn = _no_progress) -> RankResult:
+    """Warm up, then time `spec.steps` steps on one fixed synthetic batch."""
+    trainer = Trainer(spec, rank, local_rank)
+    result = trainer.new_result()
+    generator = torch.Generator().manual_seed(spec.seed + rank)
+    inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank, "cpu",
+                                                       generator)
+    inputs, targets = trainer.to_device(inputs, targets)
+    backend, device = trainer.backend, trainer.device
+    for index in range(spec.warmup):
+        trainer.step(inputs, targets)
+        progress("warmup", index + 1, spec.warmup)
+    backend.synchronize(device)
+    backend.reset_peak_memory(device)
+    meter = backend.energy_meter(device)
+    energy_start = meter.joules() if meter is not None else None
+    timer = backend.timer(device)
+    losses = []
+    for index in range(spec.steps):
+        timer.start()
+        loss = trainer.step(inputs, targets)
+        timer.stop()
+        losses.append(loss)
+        progress("measure", index + 1, spec.steps)
+    backend.synchronize(device)
+    result.step_times = timer.samples()
+    if meter is not None and energy_start is not None:
+        result.energy_joules = meter.joules() - energy_start
+    else:
+        result.energy_reason = backend.energy_unavailable_reason()
+    result.peak_memory = backend.peak_memory(device)
+    result.losses = [float(v) for v in torch.stack(losses).float().cpu()]
+    _check_finite(result.losses, spec.warmup)
+    return result
+
+
+def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local_rank: int = 0,
+                      progress: ProgressFn = _no_progress) -> RankResult:
+    """Train on real data until the quality target is reached (MLPerf timing rules)."""
+    log = mlperf.RunLog(log_path if rank == 0 else None)
+    try:
+        return _time_to_train(spec, log, rank, local_rank, progress)
+    finally:
+        log.close()
+
+
+def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int,
+                   progress: ProgressFn) -> RankResult:
+    log.event(mlperf.SUBMISSION_BENCHMARK, spec.workload)
+    log.start(mlperf.INIT_START)
+    trainer = Trainer(spec, rank, local_rank)
+    result = trainer.new_result()
+    target = trainer.preset.target
+    try:
+        train, evaluation = trainer.workload.datasets(spec.size, spec.data, spec.seed)
+    except NotImplementedError as exc:
+        raise SkipRun(str(exc)) from None
+    if len(train) < spec.batch_per_rank * spec.world_size:
+        raise RunFailed(f"training set has {len(train)} samples, fewer than one global batch "
+                        f"of {spec.global_batch}")
+    log.event(mlperf.SEED, spec.seed)
+    log.event(mlperf.GLOBAL_BATCH_SIZE, spec.global_batch)
+    log.event(mlperf.OPT_BASE_LR, trainer.preset.lr)
+    log.event(mlperf.TRAIN_SAMPLES, len(train))
+    log.event(mlperf.EVAL_SAMPLES, len(evaluation))
+    log.end(mlperf.INIT_STOP)
+    generator = torch.Generator().manual_seed(spec.seed)
+    backend, device = trainer.backend, trainer.device
+    backend.reset_peak_memory(device)
+    timer = backend.timer(device)
+    losses: list[torch.Tensor] = []
+    steps_per_epoch = len(train) // (spec.batch_per_rank * spec.world_size)
+    total_steps = steps_per_epoch * target.max_epochs
+    step = 0
+    log.start(mlperf.RUN_START)
+    started = time.perf_counter()
+    reached = False
+    quality: dict[str, float] = {}
+    for epoch in range(1, target.max_epochs + 1):
+        log.start(mlperf.EPOCH_START, metadata={"epoch_num": epoch})
+        for inputs, targets in train.batches(spec.batch_per_rank, generator,
+                                             shard=(rank, spec.world_size)):
+            inputs, targets = trainer.to_device(inputs, targets)
+            timer.start()
+            losses.append(trainer.step(inputs, targets))
+            timer.stop()
+            step += 1
+            progress("train", step, total_steps)
+        log.end(mlperf.EPOCH_STOP, metadata={"epoch_num": epoch})
+        epoch_losses = [float(v) for v in torch.stack(losses[-steps_per_epoch:]).float().cpu()]
+        _check_finite(epoch_losses, step - len(epoch_losses))
+        if epoch % target.eval_every_epochs and epoch != target.max_epochs:
+            continue
+        log.start(mlperf.EVAL_START, metadata={"epoch_num": epoch})
+        quality = trainer.workload.evaluate(trainer.model, evaluation, spec.batch_per_rank * 4,
+                                            device, trainer.autocast)
+        log.end(mlperf.EVAL_STOP, metadata={"epoch_num": epoch})
+        value = quality[target.metric]
+        log.event(mlperf.EVAL_ACCURACY, value, metadata={"epoch_num": epoch,
+                                                         "metric": target.metric})
+        result.quality_history.append({"epoch": epoch, "step": step,
+                                       "seconds": time.perf_counter() - started, **quality})
+        if target.reached(value):
+            reached = True
+            break
+    elapsed = time.perf_counter() - started
+    log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
+                                       else mlperf.STATUS_ABORTED})
+    result.step_times = timer.samples()
+    result.losses = [float(v) for v in torch.stack(losses).float().cpu()] if losses else []
+    result.peak_memory = backend.peak_memory(device)
+    result.quality = quality
+    result.target_reached = reached
+    result.time_to_train = elapsed
+    result.events = log.events
+    result.energy_reason = backend.energy_unavailable_reason()
+    return result

@@ -1,0 +1,5 @@
+"""Puts the repository root on sys.path so tests import `backends`, `harness`, `workloads`."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

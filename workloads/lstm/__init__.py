@@ -1,0 +1,93 @@
+"""Word-level LSTM language model (Zaremba et al. 2014 'medium' at full size)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget, Workload
+from workloads.lstm.model import LSTMLanguageModel
+
+SEQ_LEN = 35
+PRESETS = {
+    "tiny": Preset(
+        model_kwargs={"vocab_size": 1000, "embedding": 32, "hidden": 32, "dropout": 0.0},
+        input_shape=(SEQ_LEN,), num_classes=1000, batch_size={"cpu": 16, "cuda": 64},
+        steps=5, warmup=1, lr=1.0,
+        target=QualityTarget("perplexity", 300.0, False, max_epochs=5),
+        data="Python's pydoc topics text, 1,000-word vocabulary", notes="32 hidden units",
+        extra={"grad_clip": 5.0}),
+    "small": Preset(
+        model_kwargs={"vocab_size": 10_000, "embedding": 200, "hidden": 200, "dropout": 0.0},
+        input_shape=(SEQ_LEN,), num_classes=10_000, batch_size={"cpu": 20, "cuda": 128},
+        steps=15, warmup=3, lr=1.0,
+        target=QualityTarget("perplexity", 250.0, False, max_epochs=10),
+        data="Python's pydoc topics text, 10,000-word vocabulary",
+        notes="Zaremba et al. 'small': 200 hidden units", extra={"grad_clip": 5.0}),
+    "full": Preset(
+        model_kwargs={"vocab_size": 10_000}, input_shape=(SEQ_LEN,), num_classes=10_000,
+        batch_size={"cpu": 20, "cuda": 128}, steps=15, warmup=3, lr=1.0,
+        target=QualityTarget("perplexity", 250.0, False, max_epochs=20),
+        data="Python's pydoc topics text, 10,000-word vocabulary, or --data (plain text)",
+        notes="Zaremba et al. 'medium': 650 hidden units, dropout 0.5", extra={"grad_clip": 5.0}),
+}
+
+
+@WORKLOADS.register("lstm")
+class LSTMWorkload(Workload):
+    """Next-word prediction over 35-token sequences; quality is perplexity (lower is better)."""
+
+    name = "lstm"
+    summary = "2-layer LSTM language model, 650 hidden, vocabulary 10,000, 35 tokens"
+    presets = PRESETS
+    image_model = False
+
+    def build_model(self, size: str) -> nn.Module:
+        return LSTMLanguageModel(**self.preset(size).model_kwargs)
+
+    def synthetic_batch(self, size: str, batch: int, device: torch.device | str,
+                        generator: torch.Generator | None = None,
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        preset = self.preset(size)
+        shape = (batch, *preset.input_shape)
+        if str(device) == "meta":
+            return (torch.empty(shape, dtype=torch.long, device="meta"),
+                    torch.empty(shape, dtype=torch.long, device="meta"))
+        tokens = torch.randint(0, preset.num_classes, (batch, SEQ_LEN + 1), generator=generator)
+        return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
+
+    def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output.float().reshape(-1, output.shape[-1]), targets.reshape(-1))
+
+    def optimizer(self, model: nn.Module, size: str) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=self.preset(size).lr)
+
+    def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:
+        from workloads.data import text_datasets
+
+        preset = self.preset(size)
+        train, evaluation, _ = text_datasets(preset.num_classes, SEQ_LEN, data_path)
+        return train, evaluation
+
+    @torch.no_grad()
+    def evaluate(self, model: nn.Module, data: Dataset, batch: int, device: torch.device,
+                 autocast: Callable[[], Any]) -> dict[str, float]:
+        was_training = model.training
+        model.eval()
+        total_loss, tokens = 0.0, 0
+        try:
+            for inputs, targets in data.batches(batch, drop_last=False):
+                inputs, targets = inputs.to(device), targets.to(device)
+                with autocast():
+                    logits = model(inputs).float()
+                total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                    targets.reshape(-1), reduction="sum"))
+                tokens += targets.numel()
+        finally:
+            model.train(was_training)
+        mean = total_loss / max(tokens, 1)
+        return {"perplexity": math.exp(min(mean, 700.0)), "eval_loss": mean}
