@@ -70,7 +70,7 @@ def digits_images(image_size: int, channels: int = 3, seed: int = 0,
     train_pixels = pixels[torch.from_numpy(splits[0])]
     mean, std = train_pixels.mean(), train_pixels.std().clamp_min(1e-6)
     out = []
-    for name, index in zip(("train", "eval"), splits):
+    for name, index in zip(("train", "eval"), splits, strict=True):
         index_t = torch.from_numpy(index)
         inputs = ((pixels[index_t] - mean) / std).repeat(1, channels, 1, 1).contiguous()
         out.append(Dataset(inputs, torch.from_numpy(labels[index]),
@@ -114,17 +114,7 @@ def _npz_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], n
             if total > max_bytes:
                 raise UsageError(f"--data {path}: arrays decompress to {total:,} bytes, more "
                                  f"than the {max_bytes:,}-byte limit; use smaller arrays")
-            for name, info in members.items():
-                with archive.open(info) as member:
-                    version = np.lib.format.read_magic(member)
-                    header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                              else np.lib.format.read_array_header_2_0)
-                    if version in ((1, 0), (2, 0)) and header(member)[2].hasobject:
-                        raise UsageError(f"--data {path}: array {name!r} has object dtype "
-                                         f"(pickled data is never loaded); expected numeric arrays")
-    except UsageError:
-        raise
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
         raise UsageError(f"{bad} ({_one_line(error)}); expected np.savez output with arrays "
                          f"'images' and 'labels'") from None
     if not members:
@@ -133,8 +123,20 @@ def _npz_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], n
 
     def load(name: str) -> np.ndarray:
         try:
+            with zipfile.ZipFile(path) as archive, archive.open(members[name]) as member:
+                version = np.lib.format.read_magic(member)
+                if version in ((1, 0), (2, 0)):
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    dtype = read_header(member)[2]
+                    if dtype.hasobject:
+                        raise UsageError(f"--data {path}: array {name!r} has object dtype "
+                                         f"(pickled data is never loaded); expected a numeric "
+                                         f"array")
             with np.load(path, allow_pickle=False) as npz:
                 return npz[name]
+        except UsageError:
+            raise
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, KeyError) as error:
             raise UsageError(f"{bad}: cannot read array {name!r} ({_one_line(error)})") from None
 
@@ -147,7 +149,7 @@ def _hdf5_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], 
 
     try:
         with h5py.File(path, "r") as handle:
-            shapes = {name: (item.dtype, item.size) for name, item in handle.items()
+            shapes = {name: (item.dtype, item.size or 0) for name, item in handle.items()
                       if isinstance(item, h5py.Dataset)}
     except (OSError, ValueError) as error:
         raise UsageError(f"--data {path}: not a valid HDF5 file ({_one_line(error)}); expected "
@@ -163,6 +165,8 @@ def _hdf5_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], 
                              f"expected a numeric array")
         try:
             with h5py.File(path, "r") as handle:
+                if handle[name].shape is None:  # an HDF5 null dataspace holds no data
+                    return np.empty((0,), dtype=shapes[name][0])
                 return np.asarray(handle[name][()])
         except (OSError, ValueError, TypeError) as error:
             raise UsageError(f"--data {path}: cannot read dataset {name!r} "
