@@ -30,7 +30,8 @@ def ipex_availability(torch_version: str | None = None) -> Availability:
     if _major_minor(ipex_version) != _major_minor(torch_version):
         return Availability.no(
             f"{DISTRIBUTION} {ipex_version} is built for torch "
-            f"{'.'.join(map(str, _major_minor(ipex_version)))}.*, installed torch is {torch_version}"
+            f"{'.'.join(map(str, _major_minor(ipex_version)))}.*, "
+            f"installed torch is {torch_version}"
         )
     return Availability.yes()
 

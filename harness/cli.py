@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 from harness import __version__
@@ -44,7 +43,8 @@ def int_list(text: str) -> list[int]:
     """'1,2,4' -> [1, 2, 4]; each a positive integer."""
     parts = [p.strip() for p in text.split(",")]
     if not all(parts):
-        raise argparse.ArgumentTypeError(f"expected a comma list of positive integers, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of positive integers, got {text!r}")
     return [positive_int(p) for p in parts]
 
 
@@ -207,7 +207,8 @@ def cmd_sysinfo(args: argparse.Namespace) -> int:
     for section, values in data.items():
         print(f"{section}:")
         for key, value in values.items():
-            print(f"  {key:<14} {json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
+            shown = json.dumps(value, default=str) if isinstance(value, dict | list) else value
+            print(f"  {key:<14} {shown}")
     return EXIT_OK
 
 

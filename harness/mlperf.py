@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import time
 import uuid
 from pathlib import Path
@@ -85,6 +86,8 @@ class RunLog:
 
 def _plain(value: Any) -> Any:
     """JSON-safe version of a value (numpy and torch scalars become Python numbers)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
     try:
         json.dumps(value)
         return value

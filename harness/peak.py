@@ -84,13 +84,14 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0,
         backend=backend_name, device_name=backend.device_name(device), precision=precision,
         threads=int(settings.get("threads", threads)), flops=max(per_size.values()),
         memory_bandwidth=bandwidth, per_size=per_size,
-        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(), torch=torch.__version__)
+        measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__)
 
 
 def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
     from harness.sysinfo import machine_id
 
-    return f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|{torch.__version__}"
+    return (f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|"
+            f"{torch.__version__}")
 
 
 def _cache_file() -> Path:

@@ -83,7 +83,7 @@ def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, i
     for run in base_runs:
         keys = list(multi)
         for combination in itertools.product(*(multi[k] for k in keys)) if keys else [()]:
-            options = {**run, **overrides, **dict(zip(keys, combination))}
+            options = {**run, **overrides, **dict(zip(keys, combination, strict=True))}
             repeat = options.pop("repeat", 1) or 1
             spec = resolve(options, suite.name if suite else None)
             if spec not in seen:

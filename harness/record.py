@@ -52,6 +52,17 @@ class Metric:
         return data
 
 
+def finite_json(value: Any) -> Any:
+    """A copy of a JSON-bound value with every NaN or infinity replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
+
+
 def _finite_or_none(value: float | None) -> float | None:
     if value is None:
         return None
@@ -60,7 +71,7 @@ def _finite_or_none(value: float | None) -> float | None:
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def new_run_id(workload: str, created: dt.datetime) -> str:
@@ -94,7 +105,7 @@ def build_record(*, run_id: str, created: dt.datetime, status: str, error: str |
     }
     if extra:
         record.update(extra)
-    return record
+    return finite_json(record)
 
 
 def metric(record: dict[str, Any], name: str) -> dict[str, Any] | None:

@@ -31,11 +31,14 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _check_json_target(path: str) -> Path:
+def _check_json_target(path: str, store_root: Path) -> Path:
+    """The --json file's directory must exist, or be the store that is about to be created."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise UsageError(f"--json {path}: is a directory")
+    if parent.resolve() == store_root.resolve():
+        return target
     if not parent.is_dir():
         raise UsageError(f"--json {path}: directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
@@ -62,7 +65,7 @@ def run_command(args: argparse.Namespace) -> int:
         suite = load_suite(args.suite or "quick")
     planned = plan_runs(suite, options)
     store = Store(args.out)
-    json_target = _check_json_target(args.json_file) if args.json_file else None
+    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
     store.ensure_writable()
 

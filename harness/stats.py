@@ -79,7 +79,9 @@ class Stats:
 
     @property
     def relative_iqr(self) -> float:
-        return self.iqr / self.median if self.median else math.inf
+        if self.iqr == 0:
+            return 0.0
+        return self.iqr / abs(self.median) if self.median else math.inf
 
     def warnings(self) -> list[str]:
         """Variance warnings attached to a result instead of failing it."""

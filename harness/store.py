@@ -63,7 +63,7 @@ class Store:
         connection.execute("PRAGMA busy_timeout = 60000")
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute(
-            f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (run_id))")
+            f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))")
         return connection
 
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
@@ -124,7 +124,7 @@ class Store:
         self._index(rows)
         return len(rows)
 
-    def count_success(self, spec_key: str, suite: str | None = None) -> int:
+    def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""
         if not self.index_path.exists():
             return 0

@@ -45,9 +45,10 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
         if expected is not int and not isinstance(item, expected):
             raise UsageError(f"{source}: {where}.{key} must be a {expected.__name__}, "
                              f"got {item!r}")
-        if expected is int and key != "seed" and item < (0 if key in ("warmup", "threads")
-                                                        else 1):
-            raise UsageError(f"{source}: {where}.{key} must be positive, got {item}")
+        minimum = 0 if key in ("warmup", "threads", "seed") else 1
+        if expected is int and item < minimum:
+            raise UsageError(f"{source}: {where}.{key} must be "
+                             f"{'>= 0' if minimum == 0 else 'positive'}, got {item}")
     return values
 
 
@@ -86,7 +87,7 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
             raise UsageError(f"{source}: runs[{index}] has no workload")
         keys = list(table)
         for combination in itertools.product(*(table[k] for k in keys)):
-            expanded.append(dict(zip(keys, combination)))
+            expanded.append(dict(zip(keys, combination, strict=True)))
     return Suite(name=name, description=description, runs=tuple(expanded))
 
 

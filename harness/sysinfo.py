@@ -52,9 +52,12 @@ def interconnect() -> dict[str, Any] | None:
     for name, stats in psutil.net_if_stats().items():
         if name == "lo" or not stats.isup:
             continue
-        if best is None or stats.speed > best["speed_mbps"]:
-            best = {"type": "ethernet", "interface": name, "speed_mbps": stats.speed or None}
-    return best
+        if best is None or stats.speed > best["speed"]:
+            best = {"interface": name, "speed": stats.speed}
+    if best is None:
+        return None
+    return {"type": "ethernet", "interface": best["interface"],
+            "speed_mbps": best["speed"] or None}
 
 
 def machine_info() -> dict[str, Any]:

@@ -54,10 +54,10 @@ def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def render_table(header: tuple[str, ...] | list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)),
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True)),
              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)) for row in rows]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(line.rstrip() for line in lines)
 
 

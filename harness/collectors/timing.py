@@ -21,7 +21,8 @@ def step_time(context: CollectContext) -> list[Metric]:
     times = step_times_over_ranks(context)
     if not times:
         return []
-    return [Metric("step_time", "s", statistics.median(times), higher_is_better=False, samples=times,
+    return [Metric("step_time", "s", statistics.median(times), higher_is_better=False,
+                   samples=times,
                    extra={"aggregation": "max over ranks per step; value is the median"})]
 
 

@@ -1,4 +1,4 @@
-"""AlexNet as torchvision defines it (the one-GPU variant of Krizhevsky 2014); keys match torchvision."""
+"""AlexNet as torchvision defines it (Krizhevsky 2014, one-GPU variant); keys match torchvision."""
 from __future__ import annotations
 
 import torch
@@ -6,7 +6,7 @@ from torch import nn
 
 
 class AlexNet(nn.Module):
-    """Five convolutions and three fully connected layers; `width` scales every layer for small presets."""
+    """Five convolutions and three fully connected layers; `width` scales every layer."""
 
     def __init__(self, num_classes: int = 1000, width: float = 1.0, dropout: float = 0.5) -> None:
         super().__init__()

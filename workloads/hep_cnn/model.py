@@ -6,7 +6,7 @@ from torch import nn
 
 
 class HEPCNN(nn.Module):
-    """4 x [conv 3x3 + bias, ReLU, max-pool 2x2, dropout], conv 3x3 + ReLU, global average pool, FC."""
+    """4 x [conv 3x3 + bias, ReLU, max-pool 2x2, dropout], conv 3x3 + ReLU, global avg pool, FC."""
 
     def __init__(self, in_channels: int = 3, filters: int = 128, num_classes: int = 2,
                  dropout: float = 0.5) -> None:

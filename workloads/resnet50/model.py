@@ -36,7 +36,7 @@ class Bottleneck(nn.Module):
 
 
 class ResNet50(nn.Module):
-    """ResNet-50 v1.5 with a configurable stem width and class count (the tiny preset shrinks both)."""
+    """ResNet-50 v1.5 with configurable width, depth and class count (for the small presets)."""
 
     def __init__(self, num_classes: int = 1000, base_width: int = 64,
                  blocks: tuple[int, int, int, int] = (3, 4, 6, 3)) -> None:

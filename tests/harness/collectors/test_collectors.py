@@ -1,0 +1,121 @@
+"""Collectors: raw per-rank measurements become the metrics of SPEC section 6."""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+
+from harness.collectors import CollectContext, collect
+from harness.collectors.energy import energy, energy_absent_reason
+from harness.collectors.flops import flops, mfu
+from harness.collectors.memory import peak_memory
+from harness.collectors.quality import quality
+from harness.collectors.timing import step_time, step_times_over_ranks, throughput
+from harness.peak import PeakResult
+from harness.spec import RunSpec
+from harness.worker import RankResult
+
+SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=4, warmup=1)
+PEAK = PeakResult(backend="cpu", device_name="cpu", precision="fp32", threads=1, flops=1e9,
+                  memory_bandwidth=1e9, per_size={"64": 1e9},
+                  measured_at="2024-01-01T00:00:00+00:00", torch="x")
+
+
+def rank(index: int = 0, world: int = 1, **fields: Any) -> RankResult:
+    return RankResult(rank=index, world_size=world, device_name="cpu", settings={}, **fields)
+
+
+def context(*ranks: RankResult, spec: RunSpec = SPEC, **fields: Any) -> CollectContext:
+    return CollectContext(spec=spec, ranks=list(ranks), **fields)
+
+
+def test_a_step_ends_when_the_slowest_rank_ends_it() -> None:
+    ctx = context(rank(0, 2, step_times=[1.0, 3.0, 2.0]),
+                  rank(1, 2, step_times=[2.0, 1.0, 2.0, 9.0]))
+    assert step_times_over_ranks(ctx) == [2.0, 3.0, 2.0]
+
+
+def test_step_time_is_the_median_with_raw_samples() -> None:
+    (entry,) = step_time(context(rank(step_times=[0.4, 0.1, 0.2, 0.3])))
+    assert (entry.name, entry.unit, entry.higher_is_better) == ("step_time", "s", False)
+    assert entry.value == pytest.approx(0.25)
+    assert entry.samples == [0.4, 0.1, 0.2, 0.3]
+
+
+def test_throughput_counts_global_samples() -> None:
+    spec = SPEC.replace(nproc_per_node=2, comm="gloo")
+    times = [0.5, 0.25, 0.5, 1.0]
+    ctx = context(rank(0, 2, step_times=times), rank(1, 2, step_times=times), spec=spec)
+    (entry,) = throughput(ctx)
+    assert entry.unit == "samples/s" and entry.higher_is_better
+    assert entry.value == pytest.approx(8 / statistics.median(times))
+    assert entry.samples == pytest.approx([16.0, 32.0, 16.0, 8.0])
+    assert entry.extra["overall"] == pytest.approx(8 * 4 / sum(times))
+    assert entry.extra["global_batch"] == 8
+
+
+def test_no_step_times_no_timing_metrics() -> None:
+    assert step_time(context(rank())) == [] and throughput(context()) == []
+
+
+def test_achieved_flops_and_mfu() -> None:
+    ctx = context(rank(step_times=[0.5, 0.5, 0.5]), flops_per_sample=1_000_000, peak=PEAK)
+    metrics = {m.name: m for m in collect(ctx)}
+    assert metrics["flops_per_sample"].value == 1e6
+    assert metrics["achieved_flops"].value == pytest.approx(1e6 * 8)
+    assert metrics["peak_flops"].value == 1e9
+    assert metrics["mfu"].value == pytest.approx(8e6 / 1e9)
+    assert metrics["mfu"].samples == pytest.approx([8e6 / 1e9] * 3)
+
+
+@pytest.mark.parametrize("backend, devices", [("cpu", 2), ("cuda", 8)])
+def test_peak_counts_devices(backend: str, devices: int) -> None:
+    spec = SPEC.replace(backend=backend, nproc_per_node=4, nnodes=2, comm="gloo")
+    (entry,) = mfu(context(spec=spec, peak=PEAK))
+    assert entry.name == "peak_flops" and entry.value == devices * 1e9
+    assert entry.extra["devices"] == devices
+
+
+def test_flops_without_a_count_or_peak_are_absent() -> None:
+    assert flops(context(rank(step_times=[1.0]))) == []
+    assert mfu(context(rank(step_times=[1.0]))) == []
+
+
+def test_peak_memory_is_the_maximum_over_ranks() -> None:
+    (entry,) = peak_memory(context(rank(0, 2, peak_memory=10), rank(1, 2, peak_memory=30)))
+    assert entry.value == 30 and entry.unit == "bytes" and entry.extra["per_rank"] == [10, 30]
+    assert peak_memory(context(rank())) == []
+
+
+def test_quality_reached_gives_time_to_train() -> None:
+    lead = rank(quality={"accuracy": 0.8, "auc": 0.9}, target_reached=True, time_to_train=12.5,
+                quality_history=[{"epoch": 1, "accuracy": 0.8}])
+    by_name = {m.name: m for m in quality(context(lead, spec=SPEC.replace(mode="ttt")))}
+    assert by_name["time_to_train"].value == 12.5 and by_name["time_to_train"].unit == "s"
+    assert by_name["quality"].value == 0.8
+    assert by_name["quality"].extra["reached"] is True
+    assert by_name["quality"].extra["target"] == 0.7
+
+
+def test_quality_not_reached_has_no_time_to_train() -> None:
+    lead = rank(quality={"accuracy": 0.6}, target_reached=False, time_to_train=12.5)
+    found = quality(context(lead, spec=SPEC.replace(mode="ttt")))
+    assert [m.name for m in found] == ["quality"]
+    assert found[0].extra["reached"] is False
+
+
+def test_perplexity_is_lower_is_better() -> None:
+    spec = RunSpec(workload="lstm", size="tiny", batch_per_rank=4, steps=1, mode="ttt")
+    (entry,) = quality(context(rank(quality={"perplexity": 400.0}, target_reached=False),
+                               spec=spec))
+    assert entry.unit == "perplexity" and entry.higher_is_better is False
+
+
+def test_energy_sums_ranks_and_reports_why_it_is_absent() -> None:
+    (entry,) = energy(context(rank(0, 2, energy_joules=1.5), rank(1, 2, energy_joules=2.5)))
+    assert entry.value == 4.0 and entry.unit == "J"
+    missing = context(rank(0, 2, energy_joules=1.5), rank(1, 2, energy_reason="no RAPL"))
+    assert energy(missing) == []
+    assert energy_absent_reason(missing) == "no RAPL"
+    assert energy_absent_reason(context(rank(energy_joules=1.0))) is None
