@@ -28,13 +28,31 @@ class CollectContext:
         return None
 
 
-Collector = Callable[[CollectContext], list[Metric]]
+@dataclass(frozen=True)
+class Collector:
+    """A named metric family; a higher stage runs later and may read earlier stages' metrics."""
 
-# Registration order is evaluation order: later collectors may read earlier metrics.
+    name: str
+    stage: int
+    measure: Callable[[CollectContext], list[Metric]]
+
+
 COLLECTORS: Registry[Collector] = Registry("collector")
 
 
+def collector(name: str, stage: int = 0) -> Callable[[Callable[[CollectContext], list[Metric]]],
+                                                     Callable[[CollectContext], list[Metric]]]:
+    """Register a collector function under `name` at `stage`."""
+
+    def decorate(fn: Callable[[CollectContext], list[Metric]],
+                 ) -> Callable[[CollectContext], list[Metric]]:
+        COLLECTORS.register(name)(Collector(name, stage, fn))
+        return fn
+
+    return decorate
+
+
 def collect(context: CollectContext) -> list[Metric]:
-    for name in COLLECTORS:
-        context.metrics.extend(COLLECTORS.get(name)(context))
+    for entry in sorted((COLLECTORS.get(n) for n in COLLECTORS), key=lambda c: c.stage):
+        context.metrics.extend(entry.measure(context))
     return context.metrics

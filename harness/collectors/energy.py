@@ -1,11 +1,11 @@
 """energy: joules over the measured steps where a counter exists (NVML), else absent."""
 from __future__ import annotations
 
-from harness.collectors.base import COLLECTORS, CollectContext
+from harness.collectors.base import CollectContext, collector
 from harness.record import Metric
 
 
-@COLLECTORS.register("energy")
+@collector("energy")
 def energy(context: CollectContext) -> list[Metric]:
     values = [r.energy_joules for r in context.ranks]
     if not values or any(v is None for v in values):

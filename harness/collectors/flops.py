@@ -1,11 +1,11 @@
 """flops_per_sample (counted), achieved_flops, peak_flops (measured GEMM) and mfu."""
 from __future__ import annotations
 
-from harness.collectors.base import COLLECTORS, CollectContext
+from harness.collectors.base import CollectContext, collector
 from harness.record import Metric
 
 
-@COLLECTORS.register("flops")
+@collector("flops", stage=1)
 def flops(context: CollectContext) -> list[Metric]:
     if context.flops_per_sample is None:
         return []
@@ -21,7 +21,7 @@ def flops(context: CollectContext) -> list[Metric]:
     return found
 
 
-@COLLECTORS.register("mfu")
+@collector("mfu", stage=2)
 def mfu(context: CollectContext) -> list[Metric]:
     peak = context.peak
     if peak is None:

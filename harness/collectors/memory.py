@@ -1,11 +1,11 @@
 """peak_memory: peak resident (CPU) or allocated (device) bytes, max over ranks."""
 from __future__ import annotations
 
-from harness.collectors.base import COLLECTORS, CollectContext
+from harness.collectors.base import CollectContext, collector
 from harness.record import Metric
 
 
-@COLLECTORS.register("peak_memory")
+@collector("peak_memory")
 def peak_memory(context: CollectContext) -> list[Metric]:
     values = [r.peak_memory for r in context.ranks if r.peak_memory is not None]
     if not values:

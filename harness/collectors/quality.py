@@ -1,11 +1,11 @@
 """time_to_train and quality for time-to-train runs (MLPerf rules: evaluation included)."""
 from __future__ import annotations
 
-from harness.collectors.base import COLLECTORS, CollectContext
+from harness.collectors.base import CollectContext, collector
 from harness.record import Metric
 
 
-@COLLECTORS.register("quality")
+@collector("quality")
 def quality(context: CollectContext) -> list[Metric]:
     lead = context.ranks[0] if context.ranks else None
     if lead is None or lead.quality is None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.collectors.base import COLLECTORS, CollectContext
+from harness.collectors.base import CollectContext, collector
 from harness.record import Metric
 
 
@@ -16,7 +16,7 @@ def step_times_over_ranks(context: CollectContext) -> list[float]:
     return [max(times[i] for times in per_rank) for i in range(steps)]
 
 
-@COLLECTORS.register("step_time")
+@collector("step_time")
 def step_time(context: CollectContext) -> list[Metric]:
     times = step_times_over_ranks(context)
     if not times:
@@ -26,7 +26,7 @@ def step_time(context: CollectContext) -> list[Metric]:
                    extra={"aggregation": "max over ranks per step; value is the median"})]
 
 
-@COLLECTORS.register("throughput")
+@collector("throughput")
 def throughput(context: CollectContext) -> list[Metric]:
     times = step_times_over_ranks(context)
     if not times:
