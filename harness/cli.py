@@ -233,7 +233,7 @@ def cmd_peak(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{backend} {result.device_name} {args.precision}, {result.threads} threads")
     for size, flops in result.per_size.items():
-        print(f"  GEMM {size:>5}: {flops / 1e9:8.1f} GFLOP/s (median)")
+        print(f"  {size:>12}: {flops / 1e9:8.1f} GFLOP/s (median)")
     print(f"  peak       {result.flops / 1e9:8.1f} GFLOP/s")
     print(f"  copy       {result.memory_bandwidth / 1e9:8.1f} GB/s")
     return EXIT_OK

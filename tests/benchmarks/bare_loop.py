@@ -25,7 +25,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--malloc-tuning", action="store_true",
+                        help="apply the same glibc allocator settings as dtbench's cpu backend")
     args = parser.parse_args()
+    if args.malloc_tuning:
+        from backends.cpu import tune_allocator
+
+        tune_allocator()
 
     from workloads.resnet50.model import ResNet50
 
