@@ -144,6 +144,10 @@ class Launcher(ABC):
     @abstractmethod
     def availability(cls) -> Availability: ...
 
+    @abstractmethod
+    def commands(self, spec: Any, launch: Any, rank_args: list[str]) -> list[Any]:
+        """The processes that start this node's ranks (LaunchCommand list)."""
+
 
 COMPUTE_BACKENDS: Registry[type[ComputeBackend]] = Registry("backend")
 COMM_BACKENDS: Registry[type[CommBackend]] = Registry("comm backend")

@@ -60,7 +60,14 @@ def _extend(values: list[Any] | None) -> list[Any] | None:
 
 
 def build_parser() -> Parser:
-    from harness.spec import COMM_CHOICES, LAUNCHER_CHOICES, MODES, PRECISIONS, SIZES
+    from harness.spec import (
+        COMM_CHOICES,
+        COMPRESSIONS,
+        LAUNCHER_CHOICES,
+        MODES,
+        PRECISIONS,
+        SIZES,
+    )
 
     parser = Parser(prog="dtbench", description="Benchmark distributed deep-learning training.")
     parser.add_argument("--version", action="version", version=f"dtbench {__version__}")
@@ -98,6 +105,11 @@ def build_parser() -> Parser:
     run.add_argument("--master-addr")
     run.add_argument("--master-port", type=positive_int)
     run.add_argument("--hostfile")
+    run.add_argument("--bucket-mb", type=positive_int, help="DDP gradient bucket size (MiB)")
+    run.add_argument("--compression", choices=COMPRESSIONS,
+                     help="gradient compression hook for multi-rank runs")
+    run.add_argument("--rank-timeout", type=positive_int, default=120,
+                     help="seconds without progress before a rank counts as hung (default 120)")
     run.add_argument("--precision", action="append", choices=PRECISIONS)
     run.add_argument("--size", action="append", choices=SIZES)
     run.add_argument("--batch-size", type=positive_int, help="per rank")

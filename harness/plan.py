@@ -49,6 +49,8 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         channels_last=(workload.image_model if options.get("channels_last") is None
                        else bool(options["channels_last"]) and workload.image_model),
         compile=bool(options.get("compile")),
+        bucket_mb=options.get("bucket_mb") or 25,
+        compression=options.get("compression") or "none",
         data=options.get("data"),
         suite=suite_name,
         env=tuple(performance_env().items()),

@@ -12,14 +12,14 @@ from harness.errors import UsageError
 from harness.plan import plan_runs
 from harness.progress import Progress
 from harness.runner import Runner
-from harness.spec import RunSpec
+from harness.spec import LaunchOptions, RunSpec
 from harness.store import Store, write_atomic
 from harness.suites import load_suite
 from harness.table import summary_table
 
 CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
                 "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "data", "seed")
+                "channels_last", "compile", "data", "seed", "bucket_mb", "compression")
 
 
 def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -58,6 +58,16 @@ def _preflight_data(specs: list[RunSpec]) -> None:
         get_workload(spec.workload).datasets(spec.size, spec.data, spec.seed)
 
 
+def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    hostfile = getattr(args, "hostfile", None)
+    if hostfile and not Path(hostfile).is_file():
+        raise UsageError(f"--hostfile {hostfile}: no such file")
+    return LaunchOptions(node_rank=args.node_rank or 0,
+                         master_addr=args.master_addr or "127.0.0.1",
+                         master_port=args.master_port or 0, hostfile=hostfile,
+                         rank_timeout=float(args.rank_timeout))
+
+
 def run_command(args: argparse.Namespace) -> int:
     options = _cli_options(args)
     suite = None
@@ -77,10 +87,12 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
               f"{store.root}", file=sys.stderr)
     progress = Progress(len(work), enabled=not args.quiet)
-    runner = Runner(store, progress)
+    runner = Runner(store, progress, launch_options(args))
     records: list[dict[str, Any]] = []
     for spec in work:
-        records.append(runner.run(spec).record)
+        outcome = runner.run(spec)
+        if outcome is not None:
+            records.append(outcome.record)
     if records:
         print(summary_table(records))
     else:

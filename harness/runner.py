@@ -13,8 +13,9 @@ from harness.flops import count_flops_per_sample
 from harness.peak import peak_for
 from harness.progress import Progress
 from harness.record import Metric, build_record, new_run_id, one_line, utc_now
-from harness.spec import RunSpec
+from harness.spec import LaunchOptions, RunSpec
 from harness.store import Store
+from harness.supervisor import Supervisor
 from harness.sysinfo import harness_info, machine_info, software_info
 from harness.worker import RankResult, run_throughput, run_time_to_train
 
@@ -30,9 +31,6 @@ def unavailable_reason(spec: RunSpec) -> str | None:
         availability = registry.get(name).availability()
         if not availability.available:
             return f"{kind} {name}: {availability.reason}"
-    if spec.distributed:
-        return ("multi-rank runs are not implemented in this version of dtbench "
-                "(the distributed data-parallel runner is tracked as its own issue)")
     try:
         get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
     except NotImplementedError as exc:
@@ -56,8 +54,10 @@ class Outcome:
 class Runner:
     """Runs specs one after another in this process and stores one record per run."""
 
-    def __init__(self, store: Store, progress: Progress | None = None) -> None:
+    def __init__(self, store: Store, progress: Progress | None = None,
+                 launch: LaunchOptions | None = None) -> None:
         self.store = store
+        self.launch = launch or LaunchOptions()
         self.progress = progress or Progress(0, enabled=False)
         self._machine: dict[str, Any] | None = None
         self._software: dict[str, Any] | None = None
@@ -67,7 +67,8 @@ class Runner:
             self._machine, self._software = machine_info(), software_info()
         return self._machine, self._software
 
-    def run(self, spec: RunSpec) -> Outcome:
+    def run(self, spec: RunSpec) -> Outcome | None:
+        """Run and store one record; None on a non-zero node of a multi-node job."""
         created = utc_now()
         run_id = new_run_id(spec.workload, created)
         self.progress.begin(spec.label())
@@ -80,7 +81,11 @@ class Runner:
             status, error = "skipped", reason
         else:
             try:
-                ranks.extend(self._execute(spec, run_id, context))
+                results = self._execute(spec, run_id, context)
+                if results is None:
+                    self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
+                    return None
+                ranks.extend(results)
             except SkipRun as exc:
                 status, error = "skipped", str(exc)
             except RunFailed as exc:
@@ -113,18 +118,27 @@ class Runner:
         self.progress.end(status if error is None else f"{status}: {one_line(error, 160)}")
         return Outcome(record, path)
 
-    def _execute(self, spec: RunSpec, run_id: str, context: CollectContext) -> list[RankResult]:
+    def _execute(self, spec: RunSpec, run_id: str,
+                 context: CollectContext) -> list[RankResult] | None:
         from workloads import get_workload
 
         context.flops_per_sample = count_flops_per_sample(get_workload(spec.workload), spec.size)
-        if spec.mode == "ttt":
-            log_path = self.store.root / "logs" / f"{run_id}.mllog"
-            result = run_time_to_train(spec, log_path, progress=self.progress.update)
+        log_path = self.store.root / "logs" / f"{run_id}.mllog" if spec.mode == "ttt" else None
+        if spec.distributed:
+            results = Supervisor(spec, self.launch, run_id, self.progress.update,
+                                 log_path).run()
+            if results is None:
+                return None
+        elif spec.mode == "ttt":
+            results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:
-            result = run_throughput(spec, progress=self.progress.update)
-        threads = int(result.settings.get("threads", spec.threads))
-        context.peak = peak_for(spec.backend, result.device_name, spec.precision, threads)
-        return [result]
+            results = [run_throughput(spec, progress=self.progress.update)]
+        lead = results[0]
+        threads = int(lead.settings.get("threads", spec.threads))
+        if spec.backend == "cpu":
+            threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
+        context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
+        return results
 
     @staticmethod
     def _ttt_failure(spec: RunSpec, lead: RankResult) -> str:

@@ -14,6 +14,7 @@ SIZES = ("tiny", "small", "full")
 PRECISIONS = ("fp32", "bf16", "fp16")
 MODES = ("throughput", "ttt")
 COMM_CHOICES = ("none", "gloo", "mpi", "nccl")
+COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
 
 # Environment variables that change performance; their values are part of a run's identity.
@@ -47,6 +48,8 @@ class RunSpec:
     threads: int = 0
     channels_last: bool = True
     compile: bool = False
+    bucket_mb: int = 25
+    compression: str = "none"
     data: str | None = None
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
@@ -83,6 +86,26 @@ class RunSpec:
     def replace(self, **changes: Any) -> RunSpec:
         return dataclasses.replace(self, **changes)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
+        """Inverse of as_dict (derived fields dropped, env back to pairs)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
+        values["env"] = tuple(sorted(dict(values.get("env") or {}).items()))
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Where and how ranks start; not part of a run's identity (the same experiment can be
+    launched from any node)."""
+
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0
+    hostfile: str | None = None
+    rank_timeout: float = 120.0
+
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
     if value not in choices:
@@ -112,7 +135,8 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("mode", spec.mode, MODES)
     _check_choice("comm backend", spec.comm, COMM_CHOICES)
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
-    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):
+    _check_choice("compression", spec.compression, COMPRESSIONS)
+    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps", "bucket_mb"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)
     _check_positive("threads", spec.threads, allow_zero=True)
@@ -122,6 +146,8 @@ def validate(spec: RunSpec) -> RunSpec:
     if spec.world_size > 1 and spec.comm == "none":
         raise UsageError(f"world size {spec.world_size} needs a communication backend: "
                          "--comm gloo, mpi or nccl")
+    if spec.compression != "none" and not spec.distributed:
+        raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
     if spec.precision == "fp16" and spec.backend == "cpu":
         raise UsageError("fp16 with grad scaling is a CUDA precision; on cpu use fp32 or bf16")
     return spec

@@ -39,6 +39,11 @@ class RankResult:
     target_reached: bool | None = None
     time_to_train: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
+    comm_payload_bytes: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RankResult:
+        return cls(**data)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,11 +68,19 @@ class Trainer:
         self.backend = COMPUTE_BACKENDS.get(spec.backend)()
         self.device = self.backend.device(local_rank)
         self.settings = self.backend.configure(spec.threads, spec.precision)
-        torch.manual_seed(spec.seed + rank)
+        # The same seed on every rank: data parallelism starts from identical parameters.
+        torch.manual_seed(spec.seed)
         model = self.workload.build_model(spec.size)
         channels_last = spec.channels_last and self.workload.image_model
         self.channels_last = channels_last
         self.model = self.backend.prepare_model(model, self.device, channels_last, spec.compile)
+        self.comm_counter = None
+        if spec.distributed:
+            from harness.distributed import wrap_data_parallel
+
+            self.model = wrap_data_parallel(self.model, spec, self.device)
+            self.comm_counter = self.model.dtbench_comm_counter
+        torch.manual_seed(spec.seed + rank)
         self.optimizer = self.workload.optimizer(self.model, spec.size)
         self.settings["ipex"] = False
         if spec.backend == "cpu" and ipex_availability().available:
@@ -105,6 +118,8 @@ class Trainer:
             if self.grad_clip:
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
             self.optimizer.step()
+        if self.comm_counter is not None:
+            self.comm_counter.end_step()
         return loss.detach()
 
     def new_result(self) -> RankResult:
@@ -137,12 +152,13 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     meter = backend.energy_meter(device)
     energy_start = meter.joules() if meter is not None else None
     timer = backend.timer(device)
-    losses = []
+    # Losses go into one preallocated tensor: keeping per-step loss tensors fragments the
+    # heap (and each can pin a large buffer), growing memory step by step.
+    losses = torch.empty(spec.steps, device=device)
     for index in range(spec.steps):
         timer.start()
-        loss = trainer.step(inputs, targets)
+        losses[index] = trainer.step(inputs, targets)
         timer.stop()
-        losses.append(loss)
         progress("measure", index + 1, spec.steps)
     backend.synchronize(device)
     result.step_times = timer.samples()
@@ -151,7 +167,9 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     else:
         result.energy_reason = backend.energy_unavailable_reason()
     result.peak_memory = backend.peak_memory(device)
-    result.losses = [float(v) for v in torch.stack(losses).float().cpu()]
+    result.losses = [float(v) for v in losses.cpu()]
+    if trainer.comm_counter is not None:
+        result.comm_payload_bytes = trainer.comm_counter.payload_bytes[-spec.steps:]
     _check_finite(result.losses, spec.warmup)
     return result
 
@@ -190,9 +208,9 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     backend, device = trainer.backend, trainer.device
     backend.reset_peak_memory(device)
     timer = backend.timer(device)
-    losses: list[torch.Tensor] = []
-    steps_per_epoch = len(train) // (spec.batch_per_rank * spec.world_size)
+    steps_per_epoch = len(train) // spec.world_size // spec.batch_per_rank
     total_steps = steps_per_epoch * target.max_epochs
+    losses = torch.empty(total_steps, device=device)
     step = 0
     log.start(mlperf.RUN_START)
     started = time.perf_counter()
@@ -204,15 +222,16 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
                                              shard=(rank, spec.world_size)):
             inputs, targets = trainer.to_device(inputs, targets)
             timer.start()
-            losses.append(trainer.step(inputs, targets))
+            losses[step] = trainer.step(inputs, targets)
             timer.stop()
             step += 1
             progress("train", step, total_steps)
         log.end(mlperf.EPOCH_STOP, metadata={"epoch_num": epoch})
-        epoch_losses = [float(v) for v in torch.stack(losses[-steps_per_epoch:]).float().cpu()]
+        epoch_losses = [float(v) for v in losses[step - steps_per_epoch:step].cpu()]
         _check_finite(epoch_losses, step - len(epoch_losses))
         if epoch % target.eval_every_epochs and epoch != target.max_epochs:
             continue
+        progress("eval", epoch, target.max_epochs)
         log.start(mlperf.EVAL_START, metadata={"epoch_num": epoch})
         quality = trainer.workload.evaluate(trainer.model, evaluation, spec.batch_per_rank * 4,
                                             device, trainer.autocast)
@@ -229,7 +248,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
                                        else mlperf.STATUS_ABORTED})
     result.step_times = timer.samples()
-    result.losses = [float(v) for v in torch.stack(losses).float().cpu()] if losses else []
+    result.losses = [float(v) for v in losses[:step].cpu()]
     result.peak_memory = backend.peak_memory(device)
     result.quality = quality
     result.target_reached = reached

@@ -68,7 +68,8 @@ class Dataset:
         rank, world = shard
         order = (torch.randperm(len(self), generator=generator) if generator is not None
                  else torch.arange(len(self)))
-        order = order[rank::world]
+        # Every rank gets the same number of samples, so data-parallel ranks step in lockstep.
+        order = order[: len(order) - len(order) % world][rank::world]
         stop = len(order) - (len(order) % batch_size if drop_last else 0)
         for start in range(0, stop, batch_size):
             index = order[start:start + batch_size]

@@ -40,7 +40,8 @@ def test_measure_peak_on_small_sizes(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setitem(peak.COPY_BYTES, "cpu", 64 * 1024)
     result = measure_peak("cpu", "fp32", threads=1, reps=2)
     assert (result.backend, result.precision, result.threads) == ("cpu", "fp32", 1)
-    assert set(result.per_size) == {"32", "64"}
+    # Both CPU GEMM engines (MKL/torch.mm and oneDNN via a 1x1 convolution) at both sizes.
+    assert set(result.per_size) == {"mm 32", "mm 64", "onednn 32", "onednn 64"}
     assert result.flops == max(result.per_size.values()) > 0
     assert result.memory_bandwidth > 0
     assert result.torch == torch.__version__

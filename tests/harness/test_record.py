@@ -193,9 +193,9 @@ def test_fresh_record_has_the_golden_top_level_keys(tmp_path: Path) -> None:
     from harness.store import Store
 
     golden = load_record(GOLDEN)
-    # A skipped multi-rank run builds a real record without training anything.
+    # A skipped run (no CUDA here) builds a real record without training anything.
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=16, steps=6, warmup=1,
-                   comm="gloo", nproc_per_node=2)
+                   backend="cuda", comm="nccl", nproc_per_node=2)
     outcome = Runner(Store(tmp_path / "store")).run(spec)
     assert outcome.status == "skipped"
     assert set(outcome.record) == set(golden)

@@ -137,9 +137,10 @@ def test_resume_skips_completed_runs(throughput_run: Any, tmp_path: Path,
     assert sorted(p.name for p in copy.iterdir()) == before
 
 
-def test_multi_rank_spec_is_recorded_as_skipped(tmp_path: Path, cli_runner: RunCli) -> None:
+def test_unavailable_backend_is_recorded_as_skipped(tmp_path: Path, cli_runner: RunCli) -> None:
     out = tmp_path / "store"
-    result = cli_runner("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--steps", "3",
+    result = cli_runner("run", "-w", "hep_cnn", "-n", "2", "-b", "cuda", "--comm", "nccl",
+                        "--steps", "3",
                         "--warmup", "1", *TINY, "--out", str(out), "--json",
                         str(tmp_path / "r.json"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -150,7 +151,7 @@ def test_multi_rank_spec_is_recorded_as_skipped(tmp_path: Path, cli_runner: RunC
     assert isinstance(record["error"], str) and record["error"].strip()
     assert "\n" not in record["error"]
     assert record["metrics"] == []
-    assert record["spec"]["world_size"] == 2 and record["spec"]["comm"] == "gloo"
+    assert record["spec"]["world_size"] == 2 and record["spec"]["comm"] == "nccl"
     assert json.loads((tmp_path / "r.json").read_text()) == records
     assert "skipped" in result.stdout
 

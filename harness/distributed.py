@@ -1,0 +1,117 @@
+"""Rank-side distributed set-up: identity from the launcher, process group, DDP, reporting.
+
+Every launcher (dtbench's own spawner, torchrun, mpirun, srun) starts the same entry point,
+`python -m harness.rank_main`; this module reads who the rank is from whichever launcher's
+environment is present and reports progress and results through files in the run directory.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """This process's place in the job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
+    """torchrun/dtbench (RANK...), Open MPI, MPICH/Hydra or Slurm variables, in that order."""
+    env = dict(os.environ if environ is None else environ)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return RankIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]),
+                            int(env.get("LOCAL_RANK", "0")))
+    for rank_key, size_key, local_key in (
+            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
+        if rank_key in env and size_key in env:
+            return RankIdentity(int(env[rank_key]), int(env[size_key]),
+                                int(env.get(local_key, "0")))
+    return RankIdentity(0, 1, 0)
+
+
+def init_comm(spec: RunSpec, who: RankIdentity, timeout_s: float) -> None:
+    """Join the job's process group over the spec's communication backend."""
+    timeout = dt.timedelta(seconds=timeout_s)
+    if spec.comm == "mpi":
+        from backends.mpi_pg import init_mpi_process_group
+
+        init_mpi_process_group()
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        raise RuntimeError("MASTER_PORT is not set for a gloo/nccl rendezvous")
+    dist.init_process_group(backend=spec.comm, init_method="env://", rank=who.rank,
+                            world_size=who.world_size, timeout=timeout)
+
+
+def wrap_data_parallel(model: nn.Module, spec: RunSpec, device: torch.device) -> nn.Module:
+    """DistributedDataParallel with the spec's bucket size and gradient compression.
+
+    Parameters start identical on every rank (same seed), and are broadcast from rank 0
+    explicitly so that backends without DDP's init-time sync (the Python MPI group) agree too.
+    """
+    for tensor in list(model.parameters()) + list(model.buffers()):
+        dist.broadcast(tensor.data, src=0)
+    ddp = nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None,
+        bucket_cap_mb=spec.bucket_mb, gradient_as_bucket_view=True, init_sync=False)
+    from harness.compression import register_compression
+
+    register_compression(ddp, spec)
+    return ddp
+
+
+class RankReporter:
+    """Progress (heartbeat) and final status files that the launching process watches."""
+
+    def __init__(self, run_dir: Path, who: RankIdentity, min_interval_s: float = 1.0) -> None:
+        self.run_dir = run_dir
+        self.who = who
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
+        self.heartbeat("start", 0, 0, force=True)
+
+    def _write(self, name: str, payload: dict[str, Any]) -> None:
+        path = self.run_dir / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload))
+        os.replace(tmp, path)
+
+    def heartbeat(self, phase: str, done: int, total: int, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._last < self.min_interval_s and done != total:
+            return
+        self._last = now
+        self._write(f"heartbeat-{self.who.rank}.json",
+                    {"rank": self.who.rank, "pid": os.getpid(), "phase": phase, "done": done,
+                     "total": total, "time": now, "host": os.uname().nodename})
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self._write(f"status-{self.who.rank}.json",
+                    {"rank": self.who.rank, "status": status, "error": error})
+
+
+def gather_results(result: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Every rank's result on every rank (all_gather_object); None outside a process group."""
+    if not dist.is_initialized():
+        return None
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, result)
+    return gathered

@@ -1,0 +1,78 @@
+"""Entry point of one rank, whatever started it: `python -m harness.rank_main --spec ... --run-dir ...`.
+
+Rank 0 writes every rank's measurements (gathered over the process group) to result.json;
+each rank leaves a status file, so the launching process can tell which rank failed and why.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from harness.errors import RunFailed, SkipRun
+from harness.record import one_line
+from harness.spec import RunSpec
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness.rank_main")
+    parser.add_argument("--spec", required=True, help="spec JSON written by dtbench")
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--log", default=None, help="MLPerf log file (time-to-train)")
+    parser.add_argument("--timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+
+    import torch.distributed as dist
+
+    from harness.distributed import RankReporter, gather_results, identity_from_env, init_comm
+    from harness.worker import run_throughput, run_time_to_train
+
+    run_dir = Path(args.run_dir)
+    spec = RunSpec.from_dict(json.loads(Path(args.spec).read_text()))
+    who = identity_from_env()
+    reporter = RankReporter(run_dir, who)
+    code = 0
+    try:
+        if who.world_size != spec.world_size:
+            raise RunFailed(f"launcher started {who.world_size} ranks, spec asks for "
+                            f"{spec.world_size}")
+        init_comm(spec, who, args.timeout)
+        reporter.heartbeat("init", 0, 0, force=True)
+        if spec.mode == "ttt":
+            result = run_time_to_train(spec, Path(args.log) if args.log else None, who.rank,
+                                       who.local_rank, progress=reporter.heartbeat)
+        else:
+            result = run_throughput(spec, who.rank, who.local_rank, progress=reporter.heartbeat)
+        gathered = gather_results(result.as_dict()) or [result.as_dict()]
+        if who.rank == 0:
+            tmp = run_dir / "result.json.tmp"
+            tmp.write_text(json.dumps(gathered))
+            os.replace(tmp, run_dir / "result.json")
+        reporter.finish("success")
+    except SkipRun as exc:
+        reporter.finish("skipped", one_line(str(exc)))
+        code = 3
+    except RunFailed as exc:
+        reporter.finish("failed", one_line(str(exc)))
+        code = 1
+    except MemoryError:
+        reporter.finish("failed", "out of memory")
+        code = 1
+    except Exception as exc:  # noqa: BLE001 - reported to the launching process, then exit 1
+        reporter.finish("failed", one_line(f"{type(exc).__name__}: {exc}"))
+        traceback.print_exc(file=sys.stderr)
+        code = 1
+    finally:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a torn-down group must not mask the result
+                pass
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""Start a run's ranks through its launcher, watch them, and bring back their measurements.
+
+A rank that exits with an error, dies from a signal or stops making progress for
+`rank_timeout` seconds ends the run: the launcher's whole process tree is terminated (then
+killed), every process carrying this run's DTBENCH_RUN_ID is swept up, and the failure names
+the rank and the cause.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.errors import RunFailed, SkipRun
+from harness.spec import LaunchOptions, RunSpec
+from harness.worker import RankResult
+
+POLL_S = 0.2
+GRACE_S = 10.0
+TERM_WAIT_S = 5.0
+RUN_ID_VAR = "DTBENCH_RUN_ID"
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port free right now on `address` (the rendezvous binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((address if address not in ("localhost", "") else "127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
+    """Kill any process left with this run's id in its environment; returns their pids."""
+    killed = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(RUN_ID_VAR) == run_id:
+                proc.send_signal(sig)
+                killed.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return killed
+
+
+@dataclass
+class RankState:
+    """What the run directory says about one rank."""
+
+    rank: int
+    pid: int | None = None
+    phase: str = "starting"
+    done: int = 0
+    total: int = 0
+    beat: float = 0.0
+    status: str | None = None
+    error: str | None = None
+
+
+class Supervisor:
+    """Runs one distributed spec to completion or to a clear failure."""
+
+    def __init__(self, spec: RunSpec, launch: LaunchOptions, run_id: str,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 log_path: Path | None = None) -> None:
+        self.spec = spec
+        self.launch = launch
+        self.run_id = run_id
+        self.progress = progress or (lambda phase, done, total: None)
+        self.log_path = log_path
+        self.run_dir = Path(tempfile.mkdtemp(prefix=f"dtbench-{run_id}-"))
+        self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
+        self.started = 0.0
+
+    def run(self) -> list[RankResult] | None:
+        """Every rank's result (on node 0); None on other nodes, which write no record."""
+        from backends import LAUNCHERS
+
+        try:
+            launcher = LAUNCHERS.get(self.spec.launcher)()
+            spec_file = self.run_dir / "spec.json"
+            spec_file.write_text(json.dumps(self.spec.as_dict()))
+            rank_args = ["--spec", str(spec_file), "--run-dir", str(self.run_dir),
+                         "--timeout", str(self.launch.rank_timeout)]
+            if self.log_path is not None and self.spec.mode == "ttt":
+                rank_args += ["--log", str(self.log_path)]
+            env = self._environment()
+            commands = launcher.commands(self.spec, self.launch, rank_args)
+            self._start(commands, env)
+            failure = self._watch()
+            if failure is not None:
+                raise RunFailed(failure)
+            return self._results()
+        finally:
+            self._terminate()
+            if os.environ.get("DTBENCH_KEEP_RUN_DIR") != "1":
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        port = self.launch.master_port or free_port(self.launch.master_addr)
+        self.launch = LaunchOptions(self.launch.node_rank, self.launch.master_addr, port,
+                                    self.launch.hostfile, self.launch.rank_timeout)
+        env.update({RUN_ID_VAR: self.run_id, "MASTER_ADDR": self.launch.master_addr,
+                    "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+        if self.spec.backend == "cpu" and self.spec.threads:
+            env["OMP_NUM_THREADS"] = str(self.spec.threads)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        return env
+
+    def _start(self, commands: list[Any], base: dict[str, str]) -> None:
+        self.started = time.monotonic()
+        for command in commands:
+            log = open(self.run_dir / f"launcher-{len(self.procs)}.log", "wb")  # noqa: SIM115
+            proc = subprocess.Popen(command.argv, env={**base, **command.env},
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            log.close()
+            self.procs.append((proc, command.rank))
+
+    def _states(self) -> dict[int, RankState]:
+        states: dict[int, RankState] = {}
+        for path in self.run_dir.glob("heartbeat-*.json"):
+            try:
+                beat = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            states[beat["rank"]] = RankState(beat["rank"], beat.get("pid"), beat["phase"],
+                                             beat["done"], beat["total"], beat["time"])
+        for path in self.run_dir.glob("status-*.json"):
+            try:
+                final = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            state = states.setdefault(final["rank"], RankState(final["rank"]))
+            state.status, state.error = final["status"], final.get("error")
+        return states
+
+    def _local_ranks(self) -> range:
+        first = self.launch.node_rank * self.spec.nproc_per_node
+        if self.spec.launcher in ("mpirun", "slurm"):
+            return range(0, self.spec.world_size)
+        return range(first, first + self.spec.nproc_per_node)
+
+    def _watch(self) -> str | None:
+        """Poll until every launcher process has exited; return a failure reason or None."""
+        first_failure: str | None = None
+        failed_at: float | None = None
+        dead: dict[int, str] = {}
+        while True:
+            states = self._states()
+            lead = states.get(min(states)) if states else None
+            if lead is not None:
+                self.progress(lead.phase, lead.done, lead.total)
+            running = [p for p, _ in self.procs if p.poll() is None]
+            for proc, rank in self.procs:
+                code = proc.returncode
+                if code not in (None, 0) and first_failure is None:
+                    who = f"rank {rank}" if rank is not None else self.spec.launcher
+                    first_failure = self._describe_exit(who, code, states, rank)
+                    failed_at = time.monotonic()
+            for rank, state in states.items():
+                if state.status is None and state.pid and rank not in dead \
+                        and rank in self._local_ranks() and not psutil.pid_exists(state.pid):
+                    dead[rank] = "died"
+                    if first_failure is None:
+                        first_failure = self._describe_exit(f"rank {rank}", None, states, rank)
+                        failed_at = time.monotonic()
+                if state.status == "failed" and first_failure is None:
+                    first_failure = f"rank {rank}: {state.error}"
+                    failed_at = time.monotonic()
+            hung = self._hung_rank(states)
+            if hung is not None and first_failure is None:
+                first_failure = hung
+                failed_at = time.monotonic() - GRACE_S
+            if not running:
+                break
+            if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+                break
+            time.sleep(POLL_S)
+        if first_failure is not None:
+            return first_failure
+        states = self._states()
+        skipped = [s for s in states.values() if s.status == "skipped"]
+        if skipped:
+            raise SkipRun(skipped[0].error or "skipped by a rank")
+        return None
+
+    def _describe_exit(self, who: str, code: int | None, states: dict[int, RankState],
+                       rank: int | None) -> str:
+        state = states.get(rank) if rank is not None else None
+        if state is not None and state.status == "failed":
+            return f"{who}: {state.error}"
+        for other in states.values():
+            if other.status == "failed" and other.error:
+                return f"rank {other.rank}: {other.error}"
+        if code is None:
+            return f"{who} died (process {state.pid if state else '?'} vanished) during " \
+                   f"{state.phase if state else 'start-up'}"
+        if code < 0:
+            return f"{who} killed by {_signal_name(code)}"
+        tail = self._log_tail()
+        return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
+
+    def _log_tail(self) -> str:
+        lines: list[str] = []
+        for path in sorted(self.run_dir.glob("launcher-*.log")):
+            try:
+                lines += [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+            except OSError:
+                continue
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+        return (errors or lines or [""])[-1].strip()[:300]
+
+    def _hung_rank(self, states: dict[int, RankState]) -> str | None:
+        timeout = self.launch.rank_timeout
+        now = time.time()
+        if not states:
+            if time.monotonic() - self.started > timeout:
+                return f"no rank started within {timeout:.0f} s"
+            return None
+        waiting = [s for s in states.values() if s.status is None]
+        if not waiting:
+            return None
+        stalest = min(waiting, key=lambda s: (s.beat, s.done))
+        if now - stalest.beat > timeout:
+            return (f"rank {stalest.rank} hung: no progress for {timeout:.0f} s "
+                    f"(last: {stalest.phase} {stalest.done}/{stalest.total})")
+        return None
+
+    def _results(self) -> list[RankResult] | None:
+        path = self.run_dir / "result.json"
+        if not path.exists():
+            if 0 not in self._local_ranks():
+                return None
+            raise RunFailed(f"ranks finished but rank 0 wrote no result: {self._log_tail()}")
+        return [RankResult.from_dict(d) for d in json.loads(path.read_text())]
+
+    def _terminate(self) -> None:
+        """SIGTERM the launchers' process groups, SIGKILL what remains, sweep the run id."""
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + TERM_WAIT_S
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc, _ in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if proc.poll() is None:
+                proc.wait(timeout=TERM_WAIT_S)
+        sweep_run_processes(self.run_id)
