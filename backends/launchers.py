@@ -115,7 +115,8 @@ class MpirunLauncher(Launcher):
                 argv.append("--allow-run-as-root")
             argv += ["--oversubscribe", "--bind-to", "none"]
             if launch.hostfile:
-                argv += ["--hostfile", launch.hostfile, "--map-by", f"ppr:{spec.nproc_per_node}:node"]
+                argv += ["--hostfile", launch.hostfile,
+                         "--map-by", f"ppr:{spec.nproc_per_node}:node"]
             for name in forwarded:
                 argv += ["-x", name]
         else:

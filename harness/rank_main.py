@@ -1,4 +1,4 @@
-"""Entry point of one rank, whatever started it: `python -m harness.rank_main --spec ... --run-dir ...`.
+"""Entry point of one rank, whatever started it: `python -m harness.rank_main --spec F --run-dir D`.
 
 Rank 0 writes every rank's measurements (gathered over the process group) to result.json;
 each rank leaves a status file, so the launching process can tell which rank failed and why.
