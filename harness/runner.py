@@ -75,7 +75,9 @@ class Runner:
         status, error = "success", None
         ranks: list[RankResult] = []
         traceback_tail: list[str] = []
-        context = CollectContext(spec=spec, ranks=ranks)
+        context = CollectContext(spec=spec, ranks=ranks,
+                                 baseline=self.store.find_baseline(spec)
+                                 if spec.world_size > 1 else None)
         reason = unavailable_reason(spec)
         if reason is not None:
             status, error = "skipped", reason

@@ -19,7 +19,8 @@ LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
 
 # Environment variables that change performance; their values are part of a run's identity.
 PERF_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "DNNL_", "ONEDNN_", "NCCL_", "GLOO_", "CUDA_",
-                     "TORCH_", "PYTORCH_", "OMPI_MCA_", "UCX_", "I_MPI_", "MPICH_")
+                     "TORCH_", "PYTORCH_", "OMPI_MCA_", "UCX_", "I_MPI_", "MPICH_",
+                     "THP_", "DTBENCH_MALLOC")
 
 
 def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:

@@ -124,6 +124,33 @@ class Store:
         self._index(rows)
         return len(rows)
 
+    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+        """The newest successful world_size=1 record of the same experiment: same per-rank
+        batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
+        if not self.index_path.exists():
+            return None
+        connection = self._connect()
+        try:
+            rows = connection.execute(
+                "SELECT path FROM runs WHERE status = 'success' AND world_size = 1 AND "
+                "workload = ? AND size = ? AND backend = ? AND precision = ? AND mode = ? "
+                "ORDER BY created_at DESC",
+                (spec.workload, spec.size, spec.backend, spec.precision, spec.mode)).fetchall()
+        finally:
+            connection.close()
+        strong = None
+        for (name,) in rows:
+            try:
+                record = load_record(self.root / name)
+            except SchemaError:
+                continue
+            batch = record["spec"].get("batch_per_rank")
+            if batch == spec.batch_per_rank:
+                return record
+            if strong is None and batch == spec.global_batch:
+                strong = record
+        return strong
+
     def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""
         if not self.index_path.exists():

@@ -19,6 +19,7 @@ class CollectContext:
     ranks: list[RankResult]
     flops_per_sample: int | None = None
     peak: Any | None = None
+    baseline: dict[str, Any] | None = None
     metrics: list[Metric] = field(default_factory=list)
 
     def get(self, name: str) -> Metric | None:

@@ -10,8 +10,8 @@ from workloads.classification import ImageClassification
 PRESETS = {
     "tiny": Preset(
         model_kwargs={"num_classes": 10, "width": 0.125}, input_shape=(3, 64, 64),
-        num_classes=10, batch_size={"cpu": 8, "cuda": 64}, steps=5, warmup=1, lr=0.01,
-        target=QualityTarget("accuracy", 0.5, True, max_epochs=15),
+        num_classes=10, batch_size={"cpu": 8, "cuda": 64}, steps=5, warmup=1, lr=0.003,
+        target=QualityTarget("accuracy", 0.5, True, max_epochs=20),
         data="scikit-learn digits upsampled to 64x64", notes="1/8 of every layer's width"),
     "small": Preset(
         model_kwargs={"num_classes": 10, "width": 0.5}, input_shape=(3, 128, 128),

@@ -1,0 +1,48 @@
+"""scaling_efficiency against the matching world_size=1 record, and gradient bytes on the wire.
+
+Weak scaling keeps the per-rank batch (the baseline has the same batch_per_rank); strong
+scaling keeps the global batch (the baseline's batch equals this run's global batch). Both
+reduce to throughput_N / (N x throughput_1); the baseline record is named in the metric.
+"""
+from __future__ import annotations
+
+import statistics
+
+from harness.collectors.base import CollectContext, collector
+from harness.record import Metric, metric
+
+
+@collector("scaling_efficiency", stage=3)
+def scaling_efficiency(context: CollectContext) -> list[Metric]:
+    spec, baseline = context.spec, context.baseline
+    rate = context.get("throughput")
+    if spec.world_size == 1 or baseline is None or rate is None or rate.value is None:
+        return []
+    base_rate = (metric(baseline, "throughput") or {}).get("value")
+    if not base_rate:
+        return []
+    base_batch = baseline["spec"]["batch_per_rank"]
+    kind = "weak" if base_batch == spec.batch_per_rank else "strong"
+    n = spec.world_size
+    return [Metric("scaling_efficiency", "1", rate.value / (n * base_rate), higher_is_better=True,
+                   extra={"kind": kind, "world_size": n, "baseline_run_id": baseline["run_id"],
+                          "baseline_throughput": base_rate,
+                          "baseline_threads": baseline["spec"].get("threads"),
+                          "threads_per_rank": spec.threads,
+                          "definition": "throughput_N / (N x throughput_1)"})]
+
+
+@collector("communication", stage=0)
+def communication(context: CollectContext) -> list[Metric]:
+    lead = context.ranks[0] if context.ranks else None
+    if lead is None or not lead.comm_payload_bytes:
+        return []
+    payload = statistics.median(lead.comm_payload_bytes)
+    n = context.spec.world_size
+    return [
+        Metric("grad_bytes_per_step", "bytes", float(payload), higher_is_better=False,
+               extra={"compression": context.spec.compression,
+                      "meaning": "gradient payload each rank allreduces per step"}),
+        Metric("bytes_sent_per_rank", "bytes", payload * 2 * (n - 1) / n, higher_is_better=False,
+               extra={"model": "ring allreduce: 2(n-1)/n of the payload per step"}),
+    ]
