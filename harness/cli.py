@@ -91,6 +91,27 @@ def build_parser() -> Parser:
     peak.add_argument("--threads", type=non_negative_int, default=0)
     peak.add_argument("--json", action="store_true")
 
+    comm = commands.add_parser("comm", help="collective microbenchmarks (nccl-tests style)")
+    comm.add_argument("--comm", default="gloo", choices=COMM_CHOICES)
+    comm.add_argument("--launcher", default="local", choices=LAUNCHER_CHOICES)
+    comm.add_argument("-n", "--nproc", type=int_list, default=None, help="ranks per node")
+    comm.add_argument("--nnodes", type=positive_int)
+    comm.add_argument("--node-rank", type=non_negative_int)
+    comm.add_argument("--master-addr")
+    comm.add_argument("--master-port", type=positive_int)
+    comm.add_argument("--hostfile")
+    comm.add_argument("--op", default="allreduce",
+                      help="comma list of allreduce, allgather, reducescatter, broadcast")
+    comm.add_argument("--sizes", default="1K:64M",
+                      help="bytes: 4M, a power-of-two range 1K:64M, or a comma list")
+    comm.add_argument("--iters", type=positive_int, default=20)
+    comm.add_argument("--warmup", type=non_negative_int, default=5)
+    comm.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
+    comm.add_argument("--rank-timeout", type=positive_int, default=120)
+    comm.add_argument("--out", default="results")
+    comm.add_argument("--json", dest="json_file")
+    comm.add_argument("-q", "--quiet", action="store_true")
+
     run = commands.add_parser("run", help="run benchmarks, store records, print a summary")
     run.add_argument("suite", nargs="?", default=None,
                      help="built-in suite name or TOML file (default: quick)")
@@ -257,8 +278,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_command(args)
 
 
+def cmd_comm(args: argparse.Namespace) -> int:
+    from harness.comm_command import comm_command
+
+    if args.nproc and len(args.nproc) > 1:
+        raise UsageError("dtbench comm takes one -n value")
+    return comm_command(args)
+
+
 COMMANDS = {"list": cmd_list, "describe": cmd_describe, "sysinfo": cmd_sysinfo,
-            "peak": cmd_peak, "run": cmd_run}
+            "peak": cmd_peak, "run": cmd_run, "comm": cmd_comm}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from harness.errors import RunFailed, SkipRun
 from harness.record import one_line
@@ -25,13 +26,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
 
+    import torch
     import torch.distributed as dist
 
     from harness.distributed import RankReporter, gather_results, identity_from_env, init_comm
     from harness.worker import run_throughput, run_time_to_train
 
     run_dir = Path(args.run_dir)
-    spec = RunSpec.from_dict(json.loads(Path(args.spec).read_text()))
+    document = json.loads(Path(args.spec).read_text())
+    if document.get("task") == "comm":
+        from harness.comm_bench import CommSpec
+
+        spec: Any = CommSpec.from_dict(document)
+    else:
+        spec = RunSpec.from_dict(document)
     who = identity_from_env()
     reporter = RankReporter(run_dir, who)
     code = 0
@@ -41,12 +49,23 @@ def main(argv: list[str] | None = None) -> int:
                             f"{spec.world_size}")
         init_comm(spec, who, args.timeout)
         reporter.heartbeat("init", 0, 0, force=True)
-        if spec.mode == "ttt":
-            result = run_time_to_train(spec, Path(args.log) if args.log else None, who.rank,
-                                       who.local_rank, progress=reporter.heartbeat)
+        if spec.mode == "comm":
+            from harness.comm_bench import run_collectives
+
+            device = torch.device("cuda", who.local_rank) if spec.comm == "nccl" \
+                else torch.device("cpu")
+            if spec.comm != "nccl":
+                torch.set_num_threads(max(1, spec.threads))
+            result_dict = run_collectives(spec, who.rank, who.world_size, device,
+                                          reporter.heartbeat)
+        elif spec.mode == "ttt":
+            result_dict = run_time_to_train(spec, Path(args.log) if args.log else None,
+                                            who.rank, who.local_rank,
+                                            progress=reporter.heartbeat).as_dict()
         else:
-            result = run_throughput(spec, who.rank, who.local_rank, progress=reporter.heartbeat)
-        gathered = gather_results(result.as_dict()) or [result.as_dict()]
+            result_dict = run_throughput(spec, who.rank, who.local_rank,
+                                         progress=reporter.heartbeat).as_dict()
+        gathered = gather_results(result_dict) or [result_dict]
         if who.rank == 0:
             tmp = run_dir / "result.json.tmp"
             tmp.write_text(json.dumps(gathered))

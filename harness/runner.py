@@ -127,10 +127,11 @@ class Runner:
         context.flops_per_sample = count_flops_per_sample(get_workload(spec.workload), spec.size)
         log_path = self.store.root / "logs" / f"{run_id}.mllog" if spec.mode == "ttt" else None
         if spec.distributed:
-            results = Supervisor(spec, self.launch, run_id, self.progress.update,
-                                 log_path).run()
-            if results is None:
+            gathered = Supervisor(spec, self.launch, run_id, self.progress.update,
+                                  log_path).run()
+            if gathered is None:
                 return None
+            results = [RankResult.from_dict(d) for d in gathered]
         elif spec.mode == "ttt":
             results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:

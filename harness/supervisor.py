@@ -23,8 +23,7 @@ from typing import Any
 import psutil
 
 from harness.errors import RunFailed, SkipRun
-from harness.spec import LaunchOptions, RunSpec
-from harness.worker import RankResult
+from harness.spec import LaunchOptions
 
 POLL_S = 0.2
 GRACE_S = 10.0
@@ -79,7 +78,7 @@ class RankState:
 class Supervisor:
     """Runs one distributed spec to completion or to a clear failure."""
 
-    def __init__(self, spec: RunSpec, launch: LaunchOptions, run_id: str,
+    def __init__(self, spec: Any, launch: LaunchOptions, run_id: str,
                  progress: Callable[[str, int, int], None] | None = None,
                  log_path: Path | None = None) -> None:
         self.spec = spec
@@ -91,7 +90,7 @@ class Supervisor:
         self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self.started = 0.0
 
-    def run(self) -> list[RankResult] | None:
+    def run(self) -> list[dict[str, Any]] | None:
         """Every rank's result (on node 0); None on other nodes, which write no record."""
         from backends import LAUNCHERS
 
@@ -248,13 +247,13 @@ class Supervisor:
                     f"(last: {stalest.phase} {stalest.done}/{stalest.total})")
         return None
 
-    def _results(self) -> list[RankResult] | None:
+    def _results(self) -> list[dict[str, Any]] | None:
         path = self.run_dir / "result.json"
         if not path.exists():
             if 0 not in self._local_ranks():
                 return None
             raise RunFailed(f"ranks finished but rank 0 wrote no result: {self._log_tail()}")
-        return [RankResult.from_dict(d) for d in json.loads(path.read_text())]
+        return list(json.loads(path.read_text()))
 
     def _terminate(self) -> None:
         """SIGTERM the launchers' process groups, SIGKILL what remains, sweep the run id."""

@@ -1,0 +1,111 @@
+"""`dtbench comm`: launch the collective microbenchmark, store one record per collective."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from harness.comm_bench import CommResult, CommSpec, fold, parse_ops, parse_sizes
+from harness.errors import RunFailed, SkipRun, UsageError
+from harness.progress import Progress
+from harness.record import Metric, build_record, new_run_id, one_line, utc_now
+from harness.spec import performance_env
+from harness.store import Store, write_atomic
+from harness.supervisor import Supervisor
+from harness.sysinfo import harness_info, machine_info, software_info
+from harness.table import render_table
+
+
+def _human_bytes(n: int) -> str:
+    for unit, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def _unavailable(spec: CommSpec) -> str | None:
+    from backends import COMM_BACKENDS, LAUNCHERS
+
+    for kind, registry, name in (("comm", COMM_BACKENDS, spec.comm),
+                                 ("launcher", LAUNCHERS, spec.launcher)):
+        availability = registry.get(name).availability()
+        if not availability.available:
+            return f"{kind} {name}: {availability.reason}"
+    return None
+
+
+def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,
+             created: Any, run_id: str) -> list[dict[str, Any]]:
+    machine, software = machine_info(), software_info()
+    records = []
+    for op in spec.ops:
+        rows = [r for r in results if r.op == op]
+        metrics: list[Metric] = []
+        if rows:
+            largest, smallest = rows[-1], rows[0]
+            per_size = [{"bytes": r.bytes, "time_s": r.time_s, "algbw": r.algbw,
+                         "busbw": r.busbw} for r in rows]
+            metrics = [
+                Metric("busbw", "GB/s", largest.busbw, True, samples=largest.samples_busbw,
+                       extra={"bytes": largest.bytes, "per_size": per_size}),
+                Metric("algbw", "GB/s", largest.algbw, True, extra={"bytes": largest.bytes}),
+                Metric("latency", "s", smallest.time_s, False, extra={"bytes": smallest.bytes}),
+            ]
+        spec_dict = {**spec.as_dict(), "op": op, "workload": f"comm-{op}", "size": "-",
+                     "precision": "fp32", "env": performance_env()}
+        records.append(build_record(
+            run_id=f"{run_id}-{op}", created=created, status=status, error=error,
+            harness=harness_info(), machine=machine, software=software, spec=spec_dict,
+            metrics=metrics, events=[], extra={"spec_key": None, "notes": {}}))
+    return records
+
+
+def comm_table(results: list[CommResult]) -> str:
+    rows = [[r.op, _human_bytes(r.bytes), f"{r.time_s * 1e6:.1f}", f"{r.algbw:.3f}",
+             f"{r.busbw:.3f}"] for r in results]
+    return render_table(("op", "size", "time us", "algbw GB/s", "busbw GB/s"), rows)
+
+
+def comm_command(args: argparse.Namespace) -> int:
+    from harness.run_command import _check_json_target, launch_options
+
+    nprocs = args.nproc or [2]
+    spec = CommSpec(comm=args.comm, launcher=args.launcher, nproc_per_node=nprocs[0],
+                    nnodes=args.nnodes or 1, ops=parse_ops(args.op), sizes=parse_sizes(args.sizes),
+                    iters=args.iters, warmup=args.warmup, threads=args.threads or 1)
+    if spec.comm == "none":
+        raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
+    store = Store(args.out)
+    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
+    store.ensure_writable()
+    created = utc_now()
+    run_id = new_run_id("comm", created)
+    progress = Progress(1, enabled=not args.quiet)
+    progress.begin(f"comm {spec.comm} {spec.launcher} ws={spec.world_size} "
+                   f"{','.join(spec.ops)}")
+    results: list[CommResult] = []
+    status, error = "success", _unavailable(spec)
+    if error is not None:
+        status = "skipped"
+    else:
+        try:
+            gathered = Supervisor(spec, launch_options(args), run_id, progress.update).run()
+            if gathered is not None:
+                results = fold(spec, gathered)
+        except SkipRun as exc:
+            status, error = "skipped", str(exc)
+        except RunFailed as exc:
+            status, error = "failed", str(exc)
+    progress.end(status if error is None else f"{status}: {one_line(error, 160)}")
+    records = _records(spec, results, status, error, created, run_id)
+    for record in records:
+        store.add(record)
+    if results:
+        print(comm_table(results))
+    else:
+        print(f"{status}: {error}")
+    print(f"records: {store.root}", file=sys.stderr)
+    if json_target is not None:
+        write_atomic(json_target, json.dumps(records, indent=1) + "\n")
+    return 1 if status == "failed" else 0
