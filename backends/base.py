@@ -145,7 +145,8 @@ class Launcher(ABC):
     def availability(cls) -> Availability: ...
 
     @abstractmethod
-    def commands(self, spec: Any, launch: Any, rank_args: list[str]) -> list[Any]:
+    def commands(self, spec: Any, launch: Any, rank_args: list[str],
+                 env: dict[str, str]) -> list[Any]:
         """The processes that start this node's ranks (LaunchCommand list)."""
 
 

@@ -26,6 +26,12 @@ class LaunchCommand:
     rank: int | None = None
 
 
+# What ranks on other hosts need from the launching environment (mpirun -x / -envlist).
+FORWARDED = ("MASTER_ADDR", "MASTER_PORT", "DTBENCH_RUN_ID", "DTBENCH_SPEC_JSON",
+             "OMP_NUM_THREADS", "PYTHONPATH", "GLOO_SOCKET_IFNAME", "DTBENCH_MALLOC_TUNING",
+             "DTBENCH_FAULT", "DTBENCH_CHECK_SYNC")
+
+
 def _python() -> list[str]:
     return [sys.executable, "-u"]
 
@@ -41,7 +47,7 @@ class LocalLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str]) -> list[LaunchCommand]:
+                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
         if spec.nnodes > 1:
             raise UsageError("--launcher local starts ranks on this node only; use torchrun, "
                              "mpirun or slurm for --nnodes > 1")
@@ -67,7 +73,7 @@ class TorchrunLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str]) -> list[LaunchCommand]:
+                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
         argv = [*_python(), "-m", "torch.distributed.run",
                 "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc_per_node),
                 "--node-rank", str(launch.node_rank), "--master-addr", launch.master_addr,
@@ -101,15 +107,14 @@ class MpirunLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str]) -> list[LaunchCommand]:
+                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
         mpirun = mpirun_path()
         assert mpirun is not None
         if launch.node_rank != 0:
             raise UsageError("with --launcher mpirun, run dtbench on the first host only; "
                              "mpirun starts the ranks on the others from --hostfile")
         argv = [mpirun, "-n", str(spec.world_size)]
-        forwarded = ("MASTER_ADDR", "MASTER_PORT", "DTBENCH_RUN_ID", "OMP_NUM_THREADS",
-                     "PYTHONPATH", "GLOO_SOCKET_IFNAME", "DTBENCH_MALLOC_TUNING")
+        forwarded = [name for name in FORWARDED if name in env]
         if _is_open_mpi(mpirun):
             if os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
@@ -142,7 +147,7 @@ class SlurmLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str]) -> list[LaunchCommand]:
+                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
         argv = ["srun", "--ntasks", str(spec.world_size), "--nodes", str(spec.nnodes),
                 "--ntasks-per-node", str(spec.nproc_per_node), "--kill-on-bad-exit=1",
                 "--export=ALL", f"--cpus-per-task={max(1, spec.threads)}"]

@@ -112,6 +112,11 @@ def build_parser() -> Parser:
     comm.add_argument("--json", dest="json_file")
     comm.add_argument("-q", "--quiet", action="store_true")
 
+    from harness.sbatch import add_arguments as add_sbatch_arguments
+
+    sbatch = commands.add_parser("sbatch", help="write an sbatch script that runs a suite")
+    add_sbatch_arguments(sbatch)
+
     run = commands.add_parser("run", help="run benchmarks, store records, print a summary")
     run.add_argument("suite", nargs="?", default=None,
                      help="built-in suite name or TOML file (default: quick)")
@@ -286,8 +291,14 @@ def cmd_comm(args: argparse.Namespace) -> int:
     return comm_command(args)
 
 
+def cmd_sbatch(args: argparse.Namespace) -> int:
+    from harness.sbatch import command
+
+    return command(args)
+
+
 COMMANDS = {"list": cmd_list, "describe": cmd_describe, "sysinfo": cmd_sysinfo,
-            "peak": cmd_peak, "run": cmd_run, "comm": cmd_comm}
+            "peak": cmd_peak, "run": cmd_run, "comm": cmd_comm, "sbatch": cmd_sbatch}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,8 +91,10 @@ def comm_command(args: argparse.Namespace) -> int:
     else:
         try:
             gathered = Supervisor(spec, launch_options(args), run_id, progress.update).run()
-            if gathered is not None:
-                results = fold(spec, gathered)
+            if gathered is None:
+                progress.end(f"node {args.node_rank} done; node 0 writes the records")
+                return 0
+            results = fold(spec, gathered)
         except SkipRun as exc:
             status, error = "skipped", str(exc)
         except RunFailed as exc:

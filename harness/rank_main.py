@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     from harness.worker import run_throughput, run_time_to_train
 
     run_dir = Path(args.run_dir)
-    document = json.loads(Path(args.spec).read_text())
+    # Ranks on other hosts may not see node 0's run directory: the spec also travels in the
+    # environment, and reports go to a local directory of the same name.
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = Path(args.spec)
+    document = json.loads(spec_path.read_text() if spec_path.exists()
+                          else os.environ["DTBENCH_SPEC_JSON"])
     if document.get("task") == "comm":
         from harness.comm_bench import CommSpec
 

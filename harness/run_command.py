@@ -63,7 +63,7 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     if hostfile and not Path(hostfile).is_file():
         raise UsageError(f"--hostfile {hostfile}: no such file")
     return LaunchOptions(node_rank=args.node_rank or 0,
-                         master_addr=args.master_addr or "127.0.0.1",
+                         master_addr=args.master_addr,
                          master_port=args.master_port or 0, hostfile=hostfile,
                          rank_timeout=float(args.rank_timeout))
 
@@ -95,6 +95,8 @@ def run_command(args: argparse.Namespace) -> int:
             records.append(outcome.record)
     if records:
         print(summary_table(records))
+    elif work:
+        print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records")
     else:
         print("nothing to run: every planned run is already complete")
     print(f"records: {store.root}", file=sys.stderr)

@@ -38,6 +38,17 @@ def unavailable_reason(spec: RunSpec) -> str | None:
     return None
 
 
+def check_replicas(ranks: list[RankResult]) -> None:
+    """With DTBENCH_CHECK_SYNC=1 ranks record a parameter checksum per step; they must agree."""
+    reference = ranks[0].param_checksums
+    for other in ranks[1:]:
+        for step, (mine, theirs) in enumerate(zip(reference, other.param_checksums,
+                                                   strict=False)):
+            if mine != theirs:
+                raise RunFailed(f"replicas diverged at step {step}: rank 0 and rank "
+                                f"{other.rank} hold different parameters")
+
+
 @dataclass
 class Outcome:
     """A finished run: its record and where the store put it."""
@@ -104,6 +115,8 @@ class Runner:
         notes: dict[str, Any] = {}
         if ranks:
             notes["settings"] = ranks[0].settings
+            if ranks[0].param_checksums:
+                notes["replicas_checked_steps"] = min(len(r.param_checksums) for r in ranks)
             notes["device_name"] = ranks[0].device_name
             absent = energy_absent_reason(context)
             if absent:
@@ -132,6 +145,7 @@ class Runner:
             if gathered is None:
                 return None
             results = [RankResult.from_dict(d) for d in gathered]
+            check_replicas(results)
         elif spec.mode == "ttt":
             results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:

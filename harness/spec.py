@@ -102,7 +102,7 @@ class LaunchOptions:
     launched from any node)."""
 
     node_rank: int = 0
-    master_addr: str = "127.0.0.1"
+    master_addr: str | None = None
     master_port: int = 0
     hostfile: str | None = None
     rank_timeout: float = 120.0

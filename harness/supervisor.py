@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,7 @@ POLL_S = 0.2
 GRACE_S = 10.0
 TERM_WAIT_S = 5.0
 RUN_ID_VAR = "DTBENCH_RUN_ID"
+SPEC_VAR = "DTBENCH_SPEC_JSON"
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -73,6 +75,7 @@ class RankState:
     beat: float = 0.0
     status: str | None = None
     error: str | None = None
+    host: str | None = None
 
 
 class Supervisor:
@@ -103,7 +106,7 @@ class Supervisor:
             if self.log_path is not None and self.spec.mode == "ttt":
                 rank_args += ["--log", str(self.log_path)]
             env = self._environment()
-            commands = launcher.commands(self.spec, self.launch, rank_args)
+            commands = launcher.commands(self.spec, self.launch, rank_args, env)
             self._start(commands, env)
             failure = self._watch()
             if failure is not None:
@@ -116,11 +119,22 @@ class Supervisor:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        port = self.launch.master_port or free_port(self.launch.master_addr)
-        self.launch = LaunchOptions(self.launch.node_rank, self.launch.master_addr, port,
+        # mpirun/srun ranks find rank 0 themselves (mpi_pg broadcasts its addresses); an
+        # address is only imposed on them when the user gave one.
+        address = self.launch.master_addr
+        if address is None and self.spec.comm != "mpi":
+            # gloo/nccl need a rendezvous host: this one (srun runs from the allocation's
+            # first node; torchrun and local ranks start here).
+            address = socket.gethostname() if self.spec.nnodes > 1 else "127.0.0.1"
+        port = self.launch.master_port or free_port(address or "127.0.0.1")
+        self.launch = LaunchOptions(self.launch.node_rank, address or "127.0.0.1", port,
                                     self.launch.hostfile, self.launch.rank_timeout)
-        env.update({RUN_ID_VAR: self.run_id, "MASTER_ADDR": self.launch.master_addr,
-                    "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+        env.update({RUN_ID_VAR: self.run_id, "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
+                    SPEC_VAR: json.dumps(self.spec.as_dict())})
+        if address is not None:
+            env["MASTER_ADDR"] = address
+        else:
+            env.pop("MASTER_ADDR", None)
         if self.spec.backend == "cpu" and self.spec.threads:
             env["OMP_NUM_THREADS"] = str(self.spec.threads)
         root = str(Path(__file__).resolve().parent.parent)
@@ -145,7 +159,8 @@ class Supervisor:
             except (OSError, ValueError):
                 continue
             states[beat["rank"]] = RankState(beat["rank"], beat.get("pid"), beat["phase"],
-                                             beat["done"], beat["total"], beat["time"])
+                                             beat["done"], beat["total"], beat["time"],
+                                             host=beat.get("host"))
         for path in self.run_dir.glob("status-*.json"):
             try:
                 final = json.loads(path.read_text())
@@ -162,10 +177,19 @@ class Supervisor:
         return range(first, first + self.spec.nproc_per_node)
 
     def _watch(self) -> str | None:
-        """Poll until every launcher process has exited; return a failure reason or None."""
-        first_failure: str | None = None
-        failed_at: float | None = None
-        dead: dict[int, str] = {}
+        """Poll until every launcher process has exited; return a failure reason or None.
+
+        A dead, killed or hung rank is the cause; errors that its peers then report
+        ("connection closed by peer") are consequences, so they rank lower.
+        """
+        failures: list[tuple[int, float, str]] = []  # (priority, seen at, reason)
+        seen: set[str] = set()
+
+        def note(priority: int, key: str, reason: str) -> None:
+            if key not in seen:
+                seen.add(key)
+                failures.append((priority, time.monotonic(), reason))
+
         while True:
             states = self._states()
             lead = states.get(min(states)) if states else None
@@ -174,31 +198,32 @@ class Supervisor:
             running = [p for p, _ in self.procs if p.poll() is None]
             for proc, rank in self.procs:
                 code = proc.returncode
-                if code not in (None, 0) and first_failure is None:
+                if code is not None and code < 0 and rank is not None:
+                    note(0, f"rank {rank}", f"rank {rank} killed by {_signal_name(code)}")
+                elif code not in (None, 0):
                     who = f"rank {rank}" if rank is not None else self.spec.launcher
-                    first_failure = self._describe_exit(who, code, states, rank)
-                    failed_at = time.monotonic()
+                    note(2, who, self._describe_exit(who, code, states, rank))
             for rank, state in states.items():
-                if state.status is None and state.pid and rank not in dead \
+                if state.status is None and state.pid and state.host == socket.gethostname() \
                         and rank in self._local_ranks() and not psutil.pid_exists(state.pid):
-                    dead[rank] = "died"
-                    if first_failure is None:
-                        first_failure = self._describe_exit(f"rank {rank}", None, states, rank)
-                        failed_at = time.monotonic()
-                if state.status == "failed" and first_failure is None:
-                    first_failure = f"rank {rank}: {state.error}"
-                    failed_at = time.monotonic()
+                    note(0, f"rank {rank}", f"rank {rank} died (process {state.pid} vanished "
+                                            f"during {state.phase})")
+                if state.status == "failed":
+                    note(1, f"rank {rank} status", f"rank {rank}: {state.error}")
             hung = self._hung_rank(states)
-            if hung is not None and first_failure is None:
-                first_failure = hung
-                failed_at = time.monotonic() - GRACE_S
+            if hung is not None:
+                note(0, "hung", hung)
+            root = self._torchrun_root_cause()
+            if root is not None:
+                note(-1, "torchrun root cause", root)
             if not running:
                 break
-            if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+            if failures and (time.monotonic() - min(f[1] for f in failures) > GRACE_S
+                             or any(f[2] == hung for f in failures)):
                 break
             time.sleep(POLL_S)
-        if first_failure is not None:
-            return first_failure
+        if failures:
+            return min(failures)[2]
         states = self._states()
         skipped = [s for s in states.values() if s.status == "skipped"]
         if skipped:
@@ -210,16 +235,31 @@ class Supervisor:
         state = states.get(rank) if rank is not None else None
         if state is not None and state.status == "failed":
             return f"{who}: {state.error}"
-        for other in states.values():
-            if other.status == "failed" and other.error:
-                return f"rank {other.rank}: {other.error}"
-        if code is None:
-            return f"{who} died (process {state.pid if state else '?'} vanished) during " \
-                   f"{state.phase if state else 'start-up'}"
         if code < 0:
             return f"{who} killed by {_signal_name(code)}"
         tail = self._log_tail()
         return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
+
+    def _torchrun_root_cause(self) -> str | None:
+        """torchrun's own verdict ("Root Cause (first observed failure)"), once it prints it."""
+        if self.spec.launcher != "torchrun":
+            return None
+        for path in self.run_dir.glob("launcher-*.log"):
+            try:
+                text = path.read_text(errors="replace")
+            except OSError:
+                continue
+            _, found, cause = text.partition("Root Cause (first observed failure)")
+            if not found:
+                continue
+            rank = re.search(r"rank\s*:\s*(\d+)", cause)
+            code = re.search(r"exitcode\s*:\s*(-?\d+)", cause)
+            if rank and code:
+                value = int(code.group(1))
+                how = (f"killed by {_signal_name(value)}" if value < 0
+                       else f"exited with code {value}")
+                return f"rank {rank.group(1)} {how} (torchrun)"
+        return None
 
     def _log_tail(self) -> str:
         lines: list[str] = []

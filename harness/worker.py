@@ -6,6 +6,8 @@ collectors' job in the launching process, so per-rank results can be folded toge
 from __future__ import annotations
 
 import math
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -40,6 +42,7 @@ class RankResult:
     time_to_train: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     comm_payload_bytes: list[int] = field(default_factory=list)
+    param_checksums: list[float] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RankResult:
@@ -128,6 +131,38 @@ class Trainer:
                           settings=self.settings)
 
 
+FAULT_VAR = "DTBENCH_FAULT"
+CHECK_SYNC_VAR = "DTBENCH_CHECK_SYNC"
+
+
+def inject_fault(rank: int, step: int) -> None:
+    """Test hook: DTBENCH_FAULT="kill|hang|raise:RANK:STEP" misbehaves on purpose.
+
+    Used by the fault-injection tests to prove that a dead or stuck rank ends the run in
+    bounded time with a `failed` record naming it; unset, it costs one dict lookup a step.
+    """
+    fault = os.environ.get(FAULT_VAR)
+    if not fault:
+        return
+    kind, _, where = fault.partition(":")
+    target_rank, _, target_step = where.partition(":")
+    if int(target_rank or 0) != rank or int(target_step or 0) != step:
+        return
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "hang":
+        while True:
+            time.sleep(60)
+    elif kind == "raise":
+        raise RuntimeError(f"injected fault at step {step}")
+
+
+def parameter_checksum(model: torch.nn.Module) -> float:
+    """Sum of all parameters in float64: equal across ranks when the replicas agree."""
+    with torch.no_grad():
+        return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
 def _check_finite(losses: list[float], first_step: int) -> None:
     for index, value in enumerate(losses):
         if not math.isfinite(value):
@@ -155,10 +190,14 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     # Losses go into one preallocated tensor: keeping per-step loss tensors fragments the
     # heap (and each can pin a large buffer), growing memory step by step.
     losses = torch.empty(spec.steps, device=device)
+    check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
     for index in range(spec.steps):
+        inject_fault(rank, index)
         timer.start()
         losses[index] = trainer.step(inputs, targets)
         timer.stop()
+        if check_sync:
+            result.param_checksums.append(parameter_checksum(trainer.model))
         progress("measure", index + 1, spec.steps)
     backend.synchronize(device)
     result.step_times = timer.samples()
