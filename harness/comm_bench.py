@@ -109,6 +109,17 @@ class CommSpec:
         return cls(**values)
 
 
+def _buffer(count: int, value: float, device: torch.device) -> torch.Tensor:
+    """A float32 buffer; on the CPU allocated by numpy, which asks the kernel for transparent
+    huge pages on large arrays (torch's allocator does not). MPI's shared-memory copies run
+    up to 1.5x faster on them, and bare mpi4py/numpy benchmarks use the same memory."""
+    if device.type == "cpu":
+        import numpy as np
+
+        return torch.from_numpy(np.full(count, value, dtype=np.float32))
+    return torch.full((count,), value, device=device)
+
+
 def _collective(op: str, nbytes: int, world: int, rank: int,
                 device: torch.device) -> Callable[[], Any]:
     import torch.distributed as dist
@@ -116,17 +127,17 @@ def _collective(op: str, nbytes: int, world: int, rank: int,
     count = max(world, nbytes // 4)
     count -= count % world
     if op == "allreduce":
-        buffer = torch.ones(count, device=device)
+        buffer = _buffer(count, 1.0, device)
         return lambda: dist.all_reduce(buffer)
     if op == "broadcast":
-        buffer = torch.ones(count, device=device)
+        buffer = _buffer(count, 1.0, device)
         return lambda: dist.broadcast(buffer, src=0)
     if op == "allgather":
-        output = torch.empty(count, device=device)
-        shard = torch.full((count // world,), float(rank), device=device)
+        output = _buffer(count, 0.0, device)
+        shard = _buffer(count // world, float(rank), device)
         return lambda: dist.all_gather_into_tensor(output, shard)
-    full = torch.ones(count, device=device)
-    out = torch.empty(count // world, device=device)
+    full = _buffer(count, 1.0, device)
+    out = _buffer(count // world, 0.0, device)
     return lambda: dist.reduce_scatter_tensor(out, full)
 
 

@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             tmp.write_text(json.dumps(gathered))
             os.replace(tmp, run_dir / "result.json")
         reporter.finish("success")
+        if dist.is_initialized():
+            dist.barrier()  # nobody tears the group down while a peer still uses it
     except SkipRun as exc:
         reporter.finish("skipped", one_line(str(exc)))
         code = 3

@@ -222,7 +222,7 @@ class Supervisor:
                              or any(f[2] == hung for f in failures)):
                 break
             time.sleep(POLL_S)
-        if failures:
+        if failures and not self._all_ranks_succeeded():
             return min(failures)[2]
         states = self._states()
         skipped = [s for s in states.values() if s.status == "skipped"]
@@ -239,6 +239,16 @@ class Supervisor:
             return f"{who} killed by {_signal_name(code)}"
         tail = self._log_tail()
         return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
+
+    def _all_ranks_succeeded(self) -> bool:
+        """Every rank of this node reported success (and node 0 has the result): an abort
+        while tearing the process group down afterwards does not undo the measurement."""
+        states = self._states()
+        local = [r for r in self._local_ranks() if r in states or self.spec.launcher == "local"]
+        if not local or any(states.get(r) is None or states[r].status != "success"
+                            for r in local):
+            return False
+        return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
 
     def _torchrun_root_cause(self) -> str | None:
         """torchrun's own verdict ("Root Cause (first observed failure)"), once it prints it."""
