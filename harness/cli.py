@@ -265,15 +265,18 @@ def cmd_peak(args: argparse.Namespace) -> int:
         print(f"skipped: backend {backend}: {availability.reason}", file=sys.stderr)
         return EXIT_OK
     result = measure_peak(backend, args.precision, args.threads)
-    store_peak(result)
+    best = store_peak(result)
     if args.json:
         _print_json(result.as_dict())
         return EXIT_OK
     print(f"{backend} {result.device_name} {args.precision}, {result.threads} threads")
     for size, flops in result.per_size.items():
         print(f"  {size:>12}: {flops / 1e9:8.1f} GFLOP/s (median)")
-    print(f"  peak       {result.flops / 1e9:8.1f} GFLOP/s")
+    print(f"  peak now   {result.flops / 1e9:8.1f} GFLOP/s")
     print(f"  copy       {result.memory_bandwidth / 1e9:8.1f} GB/s")
+    if best.flops > result.flops:
+        print(f"  best so far {best.flops / 1e9:7.1f} GFLOP/s (measured {best.measured_at}; "
+              "runs use the best)")
     return EXIT_OK
 
 

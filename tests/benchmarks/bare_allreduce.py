@@ -64,7 +64,10 @@ def main() -> None:
     if rank == 0:
         algbw = args.bytes / median / 1e9
         print(json.dumps({"api": args.api, "time_s": median, "algbw": algbw,
-                          "busbw": algbw * 2 * (size - 1) / size}))
+                          "busbw": algbw * 2 * (size - 1) / size}), flush=True)
+    if args.api == "torch":
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -95,3 +95,20 @@ def test_peak_for_measures_once_and_caches(cache_dir: Path,
     assert peak_for("cpu", "Test CPU", "fp32", 1) == fake()
     assert peak_for("cpu", "Test CPU", "fp32", 1) == fake()
     assert calls == [("cpu", "fp32", 1)]
+
+
+def test_store_keeps_the_best_measurement(cache_dir: Path) -> None:
+    from harness.peak import PeakResult, store_peak
+
+    def result(flops: float) -> PeakResult:
+        return PeakResult(backend="cpu", device_name="Test CPU", precision="bf16", threads=2,
+                          flops=flops, memory_bandwidth=1e10, per_size={"mm 64": flops},
+                          measured_at="2026-01-01T00:00:00+00:00", torch=torch.__version__)
+
+    assert store_peak(result(7e11)).flops == 7e11
+    # A later measurement in a slow moment does not replace the better one...
+    assert store_peak(result(4e11)).flops == 7e11
+    assert cached_peak("cpu", "Test CPU", "bf16", 2).flops == 7e11
+    # ...and a better one does.
+    assert store_peak(result(8e11)).flops == 8e11
+    assert cached_peak("cpu", "Test CPU", "bf16", 2).flops == 8e11
