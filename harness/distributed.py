@@ -32,18 +32,13 @@ class RankIdentity:
 
 def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
     """torchrun/dtbench (RANK...), Open MPI, MPICH/Hydra or Slurm variables, in that order."""
+    from backends.mpi_pg import mpi_world_from_env
+
     env = dict(os.environ if environ is None else environ)
     if "RANK" in env and "WORLD_SIZE" in env:
         return RankIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]),
                             int(env.get("LOCAL_RANK", "0")))
-    for rank_key, size_key, local_key in (
-            ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-            ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-            ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
-        if rank_key in env and size_key in env:
-            return RankIdentity(int(env[rank_key]), int(env[size_key]),
-                                int(env.get(local_key, "0")))
-    return RankIdentity(0, 1, 0)
+    return RankIdentity(*mpi_world_from_env(env))
 
 
 def init_comm(spec: RunSpec, who: RankIdentity, timeout_s: float) -> None:

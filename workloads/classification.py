@@ -49,6 +49,15 @@ class ImageClassification(Workload):
     def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(output.float(), targets)
 
+    def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:
+        """The user's --data arrays, else scikit-learn's digits at the preset's image size."""
+        from workloads.data import digits_images, load_image_arrays
+
+        preset = self.preset(size)
+        if data_path:
+            return load_image_arrays(data_path, preset.input_shape[-1], 3, preset.num_classes)
+        return digits_images(preset.input_shape[-1], 3, seed)
+
     @torch.no_grad()
     def evaluate(self, model: nn.Module, data: Dataset, batch: int, device: torch.device,
                  autocast: Callable[[], Any]) -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from torch import nn
 
 from workloads.alexnet.model import AlexNet
-from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget
+from workloads.base import WORKLOADS, Preset, QualityTarget
 from workloads.classification import ImageClassification
 
 PRESETS = {
@@ -37,11 +37,3 @@ class AlexNetWorkload(ImageClassification):
 
     def build_model(self, size: str) -> nn.Module:
         return AlexNet(**self.preset(size).model_kwargs)
-
-    def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:
-        from workloads.data import digits_images, load_image_arrays
-
-        preset = self.preset(size)
-        if data_path:
-            return load_image_arrays(data_path, preset.input_shape[-1], 3, preset.num_classes)
-        return digits_images(preset.input_shape[-1], 3, seed)

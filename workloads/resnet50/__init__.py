@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget
+from workloads.base import WORKLOADS, Preset, QualityTarget
 from workloads.classification import ImageClassification
 from workloads.resnet50.model import ResNet50
 
@@ -38,11 +38,3 @@ class ResNet50Workload(ImageClassification):
 
     def build_model(self, size: str) -> nn.Module:
         return ResNet50(**self.preset(size).model_kwargs)
-
-    def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:
-        from workloads.data import digits_images, load_image_arrays
-
-        preset = self.preset(size)
-        if data_path:
-            return load_image_arrays(data_path, preset.input_shape[-1], 3, preset.num_classes)
-        return digits_images(preset.input_shape[-1], 3, seed)
