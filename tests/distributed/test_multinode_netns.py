@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,27 +74,11 @@ def _needs_netns() -> None:
 
 
 @pytest.fixture(scope="module")
-def peak_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def peak_cache(tmp_path_factory: pytest.TempPathFactory,
+               seed_peak_cache: Callable[..., None]) -> Path:
     """A peak cache holding a fixed cpu/fp32 peak at 1 thread, so no run spends time on GEMMs."""
-    import torch
-
-    from backends.cpu import CPUBackend
-    from harness import peak
-
     folder = tmp_path_factory.mktemp("peak-cache")
-    saved = os.environ.get("DTBENCH_CACHE_DIR")
-    os.environ["DTBENCH_CACHE_DIR"] = str(folder)
-    try:
-        peak.store_peak(peak.PeakResult(
-            backend="cpu", device_name=CPUBackend().device_name(torch.device("cpu")),
-            precision="fp32", threads=1, flops=SEEDED_PEAK_FLOPS, memory_bandwidth=1.0e10,
-            per_size={"1024": SEEDED_PEAK_FLOPS}, measured_at="2024-01-01T00:00:00+00:00",
-            torch=torch.__version__))
-    finally:
-        if saved is None:
-            os.environ.pop("DTBENCH_CACHE_DIR", None)
-        else:
-            os.environ["DTBENCH_CACHE_DIR"] = saved
+    seed_peak_cache(folder, SEEDED_PEAK_FLOPS, (1,))
     return folder
 
 

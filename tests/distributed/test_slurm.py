@@ -19,7 +19,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,28 +56,11 @@ def _clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def peak_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def peak_cache(tmp_path_factory: pytest.TempPathFactory,
+               seed_peak_cache: Callable[..., None]) -> Path:
     """A peak cache with a fake cpu/fp32 peak for 1 and 2 threads (no GEMM timing in runs)."""
-    import torch
-
-    from backends.cpu import CPUBackend
-    from harness import peak
-
     folder = tmp_path_factory.mktemp("slurm-peak-cache")
-    saved = os.environ.get("DTBENCH_CACHE_DIR")
-    os.environ["DTBENCH_CACHE_DIR"] = str(folder)
-    try:
-        device_name = CPUBackend().device_name(torch.device("cpu"))
-        for threads in (1, 2):
-            peak.store_peak(peak.PeakResult(
-                backend="cpu", device_name=device_name, precision="fp32", threads=threads,
-                flops=1.0e11, memory_bandwidth=1.0e10, per_size={"1024": 1.0e11},
-                measured_at="2024-01-01T00:00:00+00:00", torch=torch.__version__))
-    finally:
-        if saved is None:
-            os.environ.pop("DTBENCH_CACHE_DIR", None)
-        else:
-            os.environ["DTBENCH_CACHE_DIR"] = saved
+    seed_peak_cache(folder, 1.0e11, (1, 2))
     return folder
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,26 +27,11 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture(scope="session")
-def seeded_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def seeded_cache_dir(tmp_path_factory: pytest.TempPathFactory,
+                     seed_peak_cache: Callable[..., None]) -> Iterator[Path]:
     """A peak cache holding SEEDED_PEAK_FLOPS for cpu/fp32 at CLI_THREADS threads."""
-    from backends.cpu import CPUBackend
-    from harness import peak
-
     folder = tmp_path_factory.mktemp("peak-cache")
-    saved = os.environ.get("DTBENCH_CACHE_DIR")
-    os.environ["DTBENCH_CACHE_DIR"] = str(folder)
-    try:
-        device_name = CPUBackend().device_name(torch.device("cpu"))
-        peak.store_peak(peak.PeakResult(
-            backend="cpu", device_name=device_name, precision="fp32", threads=CLI_THREADS,
-            flops=SEEDED_PEAK_FLOPS, memory_bandwidth=1.0e10, per_size={"1024": SEEDED_PEAK_FLOPS},
-            measured_at="2024-01-01T00:00:00+00:00", torch=torch.__version__))
-        assert peak.cached_peak("cpu", device_name, "fp32", CLI_THREADS) is not None
-    finally:
-        if saved is None:
-            os.environ.pop("DTBENCH_CACHE_DIR", None)
-        else:
-            os.environ["DTBENCH_CACHE_DIR"] = saved
+    seed_peak_cache(folder, SEEDED_PEAK_FLOPS, (CLI_THREADS,))
     yield folder
 
 
