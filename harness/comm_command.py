@@ -24,17 +24,6 @@ def _human_bytes(n: int) -> str:
     return str(n)
 
 
-def _unavailable(spec: CommSpec) -> str | None:
-    from backends import COMM_BACKENDS, LAUNCHERS
-
-    for kind, registry, name in (("comm", COMM_BACKENDS, spec.comm),
-                                 ("launcher", LAUNCHERS, spec.launcher)):
-        availability = registry.get(name).availability()
-        if not availability.available:
-            return f"{kind} {name}: {availability.reason}"
-    return None
-
-
 def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,
              created: Any, run_id: str) -> list[dict[str, Any]]:
     machine, software = machine_info(), software_info()
@@ -85,7 +74,10 @@ def comm_command(args: argparse.Namespace) -> int:
     progress.begin(f"comm {spec.comm} {spec.launcher} ws={spec.world_size} "
                    f"{','.join(spec.ops)}")
     results: list[CommResult] = []
-    status, error = "success", _unavailable(spec)
+    from backends import first_unavailable
+
+    status, error = "success", first_unavailable([("comm", spec.comm),
+                                                  ("launcher", spec.launcher)])
     if error is not None:
         status = "skipped"
     else:

@@ -22,15 +22,13 @@ from harness.worker import RankResult, run_throughput, run_time_to_train
 
 def unavailable_reason(spec: RunSpec) -> str | None:
     """Why this valid spec cannot run on this machine, or None when it can."""
-    from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
+    from backends import first_unavailable
     from workloads import get_workload
 
-    for kind, registry, name in (("backend", COMPUTE_BACKENDS, spec.backend),
-                                 ("comm", COMM_BACKENDS, spec.comm),
-                                 ("launcher", LAUNCHERS, spec.launcher)):
-        availability = registry.get(name).availability()
-        if not availability.available:
-            return f"{kind} {name}: {availability.reason}"
+    reason = first_unavailable([("backend", spec.backend), ("comm", spec.comm),
+                                ("launcher", spec.launcher)])
+    if reason is not None:
+        return reason
     try:
         get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
     except NotImplementedError as exc:
