@@ -19,6 +19,15 @@ def best_backend() -> str:
     return "cuda" if COMPUTE_BACKENDS.get("cuda").availability().available else "cpu"
 
 
+def backend_precisions(options: dict[str, Any]) -> list[str]:
+    """`precision = "all"` in a suite: every precision the run's backend supports."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = options.get("backend") or "auto"
+    return list(COMPUTE_BACKENDS.get(best_backend() if backend == "auto" else backend)
+                .precisions)
+
+
 def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     """A full spec from one run's options: defaults from the workload preset and the machine."""
     from workloads import get_workload
@@ -87,8 +96,11 @@ def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, i
         for combination in itertools.product(*(multi[k] for k in keys)) if keys else [()]:
             options = {**run, **overrides, **dict(zip(keys, combination, strict=True))}
             repeat = options.pop("repeat", 1) or 1
-            spec = resolve(options, suite.name if suite else None)
-            if spec not in seen:
-                seen.add(spec)
-                planned.append((spec, repeat))
+            precisions = (backend_precisions(options) if options.get("precision") == "all"
+                          else [options.get("precision")])
+            for precision in precisions:
+                spec = resolve({**options, "precision": precision}, suite.name if suite else None)
+                if spec not in seen:
+                    seen.add(spec)
+                    planned.append((spec, repeat))
     return planned

@@ -123,6 +123,29 @@ def test_unknown_workload_inside_a_suite_is_an_error() -> None:
         plan_runs(only_lstm, cli(workload=["alexnet"]))
 
 
+def test_precision_all_means_every_precision_of_the_backend() -> None:
+    from backends import COMPUTE_BACKENDS
+
+    planned = specs(plan_runs(load_suite("standard"), cli(backend=["cpu"])))
+    assert {(s.workload, s.precision) for s in planned} == {
+        (w, p) for w in ("alexnet", "resnet50", "hep_cnn", "lstm") for p in ("fp32", "bf16")}
+    cuda = specs(plan_runs(suite_of({"workload": "lstm", "precision": "all"}),
+                           cli(backend=["cuda"])))
+    assert [s.precision for s in cuda] == list(COMPUTE_BACKENDS.get("cuda").precisions)
+    assert "fp16" in [s.precision for s in cuda]
+
+
+def test_scaling_suite_plans_weak_scaling_with_threads_split_between_ranks() -> None:
+    planned = specs(plan_runs(load_suite("scaling"), cli(backend=["cpu"])))
+    single = [s for s in planned if s.world_size == 1]
+    multi = [s for s in planned if s.world_size == 2]
+    assert planned.index(multi[0]) > planned.index(single[-1])
+    for spec in multi:
+        match = next(s for s in single if s.workload == spec.workload)
+        assert spec.batch_per_rank == match.batch_per_rank
+        assert spec.threads == max(1, match.threads // 2)
+
+
 def test_no_suite_and_no_workload_is_an_error() -> None:
     with pytest.raises(UsageError, match="no workload given"):
         plan_runs(None, cli())

@@ -18,7 +18,7 @@ def write(tmp_path: Path, text: str, name: str = "mine.toml") -> Path:
 
 
 def test_builtin_names() -> None:
-    assert {"quick", "standard"} <= set(builtin_names())
+    assert {"quick", "standard", "scaling"} <= set(builtin_names())
 
 
 def test_quick_runs_each_workload_once_at_small_size() -> None:
@@ -29,10 +29,19 @@ def test_quick_runs_each_workload_once_at_small_size() -> None:
     assert all(run["size"] == "small" and run["precision"] == "fp32" for run in suite.runs)
 
 
-def test_standard_covers_fp32_and_bf16() -> None:
+def test_standard_asks_for_every_precision_of_the_backend() -> None:
     suite = load_suite("standard")
-    combos = {(run["workload"], run["precision"]) for run in suite.runs}
-    assert combos == {(w, p) for w in WORKLOADS for p in ("fp32", "bf16")}
+    assert {run["workload"] for run in suite.runs} == WORKLOADS
+    assert all(run["precision"] == "all" and run["size"] == "small" for run in suite.runs)
+
+
+def test_scaling_runs_one_rank_before_several_over_gloo_and_mpi() -> None:
+    suite = load_suite("scaling")
+    world_sizes = [run.get("nproc", 1) for run in suite.runs]
+    assert world_sizes == sorted(world_sizes) and world_sizes[0] == 1 and max(world_sizes) > 1
+    combos = {(run.get("comm", "none"), run.get("launcher", "local")) for run in suite.runs
+              if run.get("nproc", 1) > 1}
+    assert combos == {("gloo", "local"), ("mpi", "mpirun")}
 
 
 def test_lists_expand_to_the_cartesian_product(tmp_path: Path) -> None:
