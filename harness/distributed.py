@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,28 @@ def init_comm(spec: RunSpec, who: RankIdentity, timeout_s: float) -> None:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         raise RuntimeError("MASTER_PORT is not set for a gloo/nccl rendezvous")
-    dist.init_process_group(backend=spec.comm, init_method="env://", rank=who.rank,
-                            world_size=who.world_size, timeout=timeout)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent already serves the rendezvous store; the ranks only join it.
+        dist.init_process_group(backend=spec.comm, init_method="env://", rank=who.rank,
+                                world_size=who.world_size, timeout=timeout)
+        return
+    dist.init_process_group(backend=spec.comm, store=rendezvous_store(who, timeout),
+                            rank=who.rank, world_size=who.world_size, timeout=timeout)
+
+
+def rendezvous_store(who: RankIdentity, timeout: dt.timedelta) -> dist.TCPStore:
+    """The TCP store of the rendezvous, served by rank 0 on MASTER_ADDR only.
+
+    torch's own TCPStore listens on every interface; binding the socket ourselves keeps the
+    one port dtbench opens on the address the user chose (127.0.0.1 for one node).
+    """
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if who.rank != 0:
+        return dist.TCPStore(host, port, who.world_size, False, timeout=timeout)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=max(128, who.world_size))
+    return dist.TCPStore(host, port, who.world_size, True, timeout=timeout,
+                         master_listen_fd=listener.detach())
 
 
 def wrap_data_parallel(model: nn.Module, spec: RunSpec, device: torch.device) -> nn.Module:

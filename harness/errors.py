@@ -20,3 +20,19 @@ class RunFailed(Exception):
 
 class SchemaError(ValueError):
     """A stored file is not a record this version of dtbench can read."""
+
+
+OOM_PHRASES = ("out of memory", "not enough memory", "can't allocate memory",
+               "cannot allocate memory")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for a crashed run: allocation failures read as "out of memory (...)" whatever
+    raised them (MemoryError, torch.OutOfMemoryError, the CPU allocator's RuntimeError)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:199] + "…"
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or any(
+            phrase in text.lower() for phrase in OOM_PHRASES):
+        return f"out of memory ({type(exc).__name__}{': ' + text if text else ''})"
+    return f"{type(exc).__name__}: {text}"

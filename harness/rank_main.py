@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from harness.errors import RunFailed, SkipRun
+from harness.errors import RunFailed, SkipRun, describe_exception
 from harness.record import one_line
 from harness.spec import RunSpec
 
@@ -84,11 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         reporter.finish("failed", one_line(str(exc)))
         code = 1
-    except MemoryError:
-        reporter.finish("failed", "out of memory")
-        code = 1
     except Exception as exc:  # noqa: BLE001 - reported to the launching process, then exit 1
-        reporter.finish("failed", one_line(f"{type(exc).__name__}: {exc}"))
+        reporter.finish("failed", one_line(describe_exception(exc)))
         traceback.print_exc(file=sys.stderr)
         code = 1
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.interrupts import Interrupted
 from harness.plan import plan_runs
 from harness.progress import Progress
 from harness.runner import Runner
@@ -78,6 +79,7 @@ def run_command(args: argparse.Namespace) -> int:
     json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
     store.ensure_writable()
+    store.reconcile_index()
 
     work: list[RunSpec] = []
     for spec, repeat in planned:
@@ -89,10 +91,21 @@ def run_command(args: argparse.Namespace) -> int:
     progress = Progress(len(work), enabled=not args.quiet)
     runner = Runner(store, progress, launch_options(args))
     records: list[dict[str, Any]] = []
-    for spec in work:
-        outcome = runner.run(spec)
-        if outcome is not None:
-            records.append(outcome.record)
+    try:
+        for spec in work:
+            outcome = runner.run(spec)
+            if outcome is not None:
+                records.append(outcome.record)
+    except Interrupted as stop:
+        progress.end(f"interrupted by {stop.signal_name}")
+        if records:
+            print(summary_table(records))
+        if json_target is not None:
+            write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+        stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
+                        f"{len(work)}: {len(records)} completed record(s) kept in {store.root}, "
+                        "the interrupted run left nothing; add --resume to run the rest")
+        raise
     if records:
         print(summary_table(records))
     elif work:

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.collectors import CollectContext, collect
 from harness.collectors.energy import energy_absent_reason
-from harness.errors import RunFailed, SkipRun
+from harness.errors import RunFailed, SkipRun, describe_exception
 from harness.flops import count_flops_per_sample
 from harness.peak import peak_for
 from harness.progress import Progress
@@ -97,14 +97,16 @@ class Runner:
                     self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
                     return None
                 ranks.extend(results)
+            except KeyboardInterrupt:
+                # The interrupted run leaves nothing behind: no record, no partial MLPerf log.
+                self._log_path(run_id).unlink(missing_ok=True)
+                raise
             except SkipRun as exc:
                 status, error = "skipped", str(exc)
             except RunFailed as exc:
                 status, error = "failed", str(exc)
-            except MemoryError:
-                status, error = "failed", "rank 0: out of memory"
             except Exception as exc:  # noqa: BLE001 - any crash of a run becomes a failed record
-                status, error = "failed", f"rank 0: {type(exc).__name__}: {exc}"
+                status, error = "failed", f"rank 0: {describe_exception(exc)}"
                 traceback_tail = traceback.format_exc(limit=-3).splitlines()[-6:]
         metrics: list[Metric] = collect(context) if ranks else []
         if status == "success" and spec.mode == "ttt" and ranks and not ranks[0].target_reached:
@@ -136,7 +138,7 @@ class Runner:
         from workloads import get_workload
 
         context.flops_per_sample = count_flops_per_sample(get_workload(spec.workload), spec.size)
-        log_path = self.store.root / "logs" / f"{run_id}.mllog" if spec.mode == "ttt" else None
+        log_path = self._log_path(run_id) if spec.mode == "ttt" else None
         if spec.distributed:
             gathered = Supervisor(spec, self.launch, run_id, self.progress.update,
                                   log_path).run()
@@ -154,6 +156,9 @@ class Runner:
             threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
         context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
         return results
+
+    def _log_path(self, run_id: str) -> Path:
+        return self.store.root / "logs" / f"{run_id}.mllog"
 
     @staticmethod
     def _ttt_failure(spec: RunSpec, lead: RankResult) -> str:

@@ -136,7 +136,7 @@ CHECK_SYNC_VAR = "DTBENCH_CHECK_SYNC"
 
 
 def inject_fault(rank: int, step: int) -> None:
-    """Test hook: DTBENCH_FAULT="kill|hang|raise:RANK:STEP" misbehaves on purpose.
+    """Test hook: DTBENCH_FAULT="kill|hang|raise|oom:RANK:STEP" misbehaves on purpose.
 
     Used by the fault-injection tests to prove that a dead or stuck rank ends the run in
     bounded time with a `failed` record naming it; unset, it costs one dict lookup a step.
@@ -155,6 +155,8 @@ def inject_fault(rank: int, step: int) -> None:
             time.sleep(60)
     elif kind == "raise":
         raise RuntimeError(f"injected fault at step {step}")
+    elif kind == "oom":
+        torch.empty(1 << 60, dtype=torch.uint8)  # a real allocation failure, not a mock
 
 
 def parameter_checksum(model: torch.nn.Module) -> float:

@@ -122,6 +122,18 @@ def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: 
     assert leftover([record["run_id"]]) == []
 
 
+def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--size", "tiny",
+                     "--threads", "1", "--steps", "10", "-q", "--out", str(out),
+                     env={"DTBENCH_FAULT": "oom:1:2"}, timeout=200)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (record,) = records(out)
+    assert record["status"] == "failed"
+    assert record["error"].startswith("rank 1: out of memory"), record["error"]
+    assert leftover([record["run_id"]]) == []
+
+
 def test_hung_rank_is_detected_and_named(tmp_path: Path) -> None:
     out = tmp_path / "store"
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--size", "tiny",
