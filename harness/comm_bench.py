@@ -34,11 +34,15 @@ def busbw_factor(op: str, world_size: int) -> float:
 
 
 def parse_size(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    """Bytes from '4096', '4K', '4M', '1G' (also '4KiB', '4MB'); UsageError otherwise."""
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE | re.ASCII)
     if not match:
         raise UsageError(f"--sizes: cannot read {text!r}; use bytes with an optional K, M or G "
                          "suffix, e.g. 4M")
-    value = int(match.group(1)) * UNITS[match.group(2).upper()]
+    digits = match.group(1).lstrip("0") or "0"
+    if len(digits) > 12:  # int() refuses more than 4300 digits; 12 is far past 4G anyway
+        raise UsageError(f"--sizes: a {len(digits)}-digit size is outside 4 B .. 4G")
+    value = int(digits) * UNITS[match.group(2).upper()]
     if value < 4 or value > MAX_BYTES:
         raise UsageError(f"--sizes: {text!r} is outside 4 B .. 4G")
     return value

@@ -5,17 +5,55 @@ import json
 import os
 import sqlite3
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from harness.errors import SchemaError, UsageError
+from harness.interrupts import stop_signals_deferred
 from harness.record import load_record
 
 INDEX_NAME = "index.sqlite"
 TMP_PREFIX = ".tmp-"
+BUSY_TIMEOUT_S = 60
 COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
            "launcher", "precision", "world_size", "mode", "spec_key", "suite")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _enable_wal(connection: sqlite3.Connection) -> None:
+    """Switch the index to WAL, so readers never block the writer. Writers that create a store
+    at the same moment can get `database is locked` here without SQLite waiting out the busy
+    timeout, so this retries for as long as the timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.25)
+
+
+def _cell(value: Any) -> Any:
+    """A value SQLite can bind: a record file may hold a list, a 2**70 or a lone surrogate
+    (from a JSON escape, or an undecodable file name) where the index expects a scalar."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, int) and not -2**63 <= value < 2**63:
+        return None
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return None
 
 
 def write_atomic(path: Path, text: str, exclusive: bool = False) -> None:
@@ -26,6 +64,7 @@ def write_atomic(path: Path, text: str, exclusive: bool = False) -> None:
     handle, tmp_name = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".json", dir=path.parent)
     tmp = Path(tmp_name)
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # as an ordinary file would be, not mkstemp's 0600
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -59,19 +98,24 @@ class Store:
             raise UsageError(f"--out {self.root}: not writable ({exc.strerror or exc})") from None
 
     def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.index_path, timeout=60)
-        connection.execute("PRAGMA busy_timeout = 60000")
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute(
-            f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))")
+        connection = sqlite3.connect(self.index_path, timeout=BUSY_TIMEOUT_S)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            _enable_wal(connection)
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))")
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
         spec = record.get("spec", {})
-        return (record["run_id"], path.name, record["created_at"], record["status"],
-                spec.get("workload"), spec.get("size"), spec.get("backend"), spec.get("comm"),
-                spec.get("launcher"), spec.get("precision"), spec.get("world_size"),
-                spec.get("mode"), record.get("spec_key"), spec.get("suite"))
+        return tuple(_cell(value) for value in (
+            record["run_id"], path.name, record["created_at"], record["status"],
+            spec.get("workload"), spec.get("size"), spec.get("backend"), spec.get("comm"),
+            spec.get("launcher"), spec.get("precision"), spec.get("world_size"),
+            spec.get("mode"), record.get("spec_key"), spec.get("suite")))
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
         with self._connect() as connection:
@@ -83,17 +127,18 @@ class Store:
         """Store a record under a new file name; an existing record is never replaced."""
         self.root.mkdir(parents=True, exist_ok=True)
         text = json.dumps(record, indent=1, allow_nan=False) + "\n"
-        for attempt in range(100):
-            suffix = "" if attempt == 0 else f"-{attempt}"
-            path = self.root / f"{record['run_id']}{suffix}.json"
-            try:
-                write_atomic(path, text, exclusive=True)
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise OSError(f"could not find a free file name for run {record['run_id']}")
-        self._index([self._row(record, path)])
+        with stop_signals_deferred():
+            for attempt in range(100):
+                suffix = "" if attempt == 0 else f"-{attempt}"
+                path = self.root / f"{record['run_id']}{suffix}.json"
+                try:
+                    write_atomic(path, text, exclusive=True)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise OSError(f"could not find a free file name for run {record['run_id']}")
+            self._index([self._row(record, path)])
         return path
 
     def record_paths(self) -> list[Path]:
@@ -150,6 +195,35 @@ class Store:
             if strong is None and batch == spec.global_batch:
                 strong = record
         return strong
+
+    def reconcile_index(self) -> int:
+        """Bring the index in line with the record files, in place: rows for files it lacks
+        (a store copied without its index, a crash between file and row), none for files
+        that are gone. Concurrent writers keep their rows (nothing is dropped and rebuilt);
+        an unreadable index is rebuilt. Returns how many rows changed."""
+        try:
+            connection = self._connect()
+            try:
+                indexed = {row[0] for row in connection.execute("SELECT path FROM runs")}
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError:
+            return self.rebuild_index()
+        paths = {p.name: p for p in self.record_paths()}
+        rows = []
+        for name in sorted(set(paths) - indexed):
+            try:
+                rows.append(self._row(load_record(paths[name]), paths[name]))
+            except SchemaError:
+                continue  # damaged files stay out of the index; report and compare warn
+        gone = sorted(indexed - set(paths))
+        if rows:
+            self._index(rows)
+        if gone:
+            with self._connect() as connection:
+                connection.executemany("DELETE FROM runs WHERE path = ?", [(n,) for n in gone])
+            connection.close()
+        return len(rows) + len(gone)
 
     def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""

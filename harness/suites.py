@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -11,6 +12,7 @@ from typing import Any
 from harness.errors import UsageError
 
 MAX_SUITE_BYTES = 1 * 2**20
+MAX_SUITE_RUNS = 10_000
 RUN_KEYS = {
     "workload": str, "size": str, "backend": str, "comm": str, "launcher": str,
     "precision": str, "nproc": int, "nnodes": int, "batch_size": int, "steps": int,
@@ -68,6 +70,8 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{source}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{source}: not valid TOML (arrays or tables nested too deeply)") from None
     unknown = sorted(set(document) - set(TOP_KEYS))
     if unknown:
         raise UsageError(f"{source}: unknown top-level key {unknown[0]!r}; valid keys: "
@@ -86,6 +90,10 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
         if "workload" not in table:
             raise UsageError(f"{source}: runs[{index}] has no workload")
         keys = list(table)
+        count = math.prod(len(table[k]) for k in keys)
+        if len(expanded) + count > MAX_SUITE_RUNS:
+            raise UsageError(f"{source}: the suite expands to more than {MAX_SUITE_RUNS} runs; "
+                             "split it into smaller suites")
         for combination in itertools.product(*(table[k] for k in keys)):
             expanded.append(dict(zip(keys, combination, strict=True)))
     return Suite(name=name, description=description, runs=tuple(expanded))

@@ -182,3 +182,35 @@ def test_store_files_are_indented_json_with_a_trailing_newline(tmp_path: Path) -
     assert text.endswith("\n")
     assert json.loads(text)["schema_version"] == 1
     assert (tmp_path / INDEX_NAME).exists()
+
+
+def test_reconcile_adds_missing_rows_and_drops_rows_of_deleted_files(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    first = store.add(make_record("alexnet"))
+    store.add(make_record("lstm"))
+    (tmp_path / INDEX_NAME).unlink()
+    assert store.reconcile_index() == 2
+    assert store.reconcile_index() == 0
+    (tmp_path / "broken.json").write_text("{", encoding="utf-8")
+    assert store.reconcile_index() == 0  # a damaged file is never indexed
+    first.unlink()
+    assert store.reconcile_index() == 1
+    assert [row[1] for row in index_rows(store)] == [p.name for p in store.record_paths()
+                                                     if p.name != "broken.json"]
+
+
+def test_reconcile_keeps_rows_it_did_not_write(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.add(make_record("alexnet"))
+    other = Store(tmp_path)
+    other.add(make_record("lstm"))  # a concurrent writer's row: must survive reconciling
+    assert store.reconcile_index() == 0
+    assert len(index_rows(store)) == 2
+
+
+def test_reconcile_rebuilds_an_unreadable_index(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.add(make_record("alexnet"))
+    (tmp_path / INDEX_NAME).write_bytes(b"not a database" * 100)
+    assert store.reconcile_index() == 1
+    assert len(index_rows(store)) == 1
