@@ -1,0 +1,151 @@
+"""Two-sample statistics of `compare`: the ratio of medians, its bootstrap CI, Mann–Whitney U.
+
+Both are distribution-free: benchmark samples are skewed (a few slow steps) and often few, so
+neither a t-test nor a normal CI of the mean would be honest. The bootstrap uses a fixed seed so
+that comparing the same files twice prints the same interval.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20240101
+CONFIDENCE = 0.95
+ALPHA = 0.05
+# Resampled values held in memory at once: large pytest-benchmark sample sets run in chunks.
+_CHUNK_ELEMENTS = 4_000_000
+# Resampled values per side in all: beyond it (many thousands of samples, where the median's
+# CI is narrow anyway) fewer resamples are drawn, never fewer than MIN_RESAMPLES.
+_WORK_ELEMENTS = 8_000_000
+MIN_RESAMPLES = 200
+
+
+def finite_samples(values: Sequence[Any] | None) -> np.ndarray:
+    """The finite numbers of a stored sample list (NaN is stored as null; junk is dropped)."""
+    kept = [float(v) for v in values or () if isinstance(v, int | float)
+            and not isinstance(v, bool) and math.isfinite(v)]
+    return np.asarray(kept, dtype=float)
+
+
+def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """Ranks from 1, ties sharing their mean rank, and the tie term sum(t^3 - t)."""
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    last_rank = np.cumsum(counts)
+    mean_rank = last_rank - (counts - 1) / 2.0
+    return mean_rank[inverse], float(np.sum(counts.astype(float) ** 3 - counts))
+
+
+def mann_whitney_p(baseline: Sequence[float] | np.ndarray,
+                   candidate: Sequence[float] | np.ndarray) -> float:
+    """Two-sided Mann–Whitney U p-value: normal approximation, tie and continuity corrected."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    n1, n2 = a.size, b.size
+    if n1 == 0 or n2 == 0:
+        return math.nan
+    n = n1 + n2
+    ranks, ties = _average_ranks(np.concatenate([a, b]))
+    u1 = float(np.sum(ranks[:n1])) - n1 * (n1 + 1) / 2.0
+    mean_u = n1 * n2 / 2.0
+    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0
+    z = max(abs(u1 - mean_u) - 0.5, 0.0) / math.sqrt(variance)
+    return min(1.0, math.erfc(z / math.sqrt(2.0)))
+
+
+def _resampled_medians(samples: np.ndarray, resamples: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    rows = max(1, _CHUNK_ELEMENTS // samples.size)
+    medians = []
+    for start in range(0, resamples, rows):
+        count = min(rows, resamples - start)
+        picks = rng.integers(0, samples.size, size=(count, samples.size))
+        medians.append(np.median(samples[picks], axis=1))
+    return np.concatenate(medians)
+
+
+def bootstrap_ratio_ci(baseline: Sequence[float] | np.ndarray,
+                       candidate: Sequence[float] | np.ndarray,
+                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                       confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(candidate) / median(baseline), sides resampled apart."""
+    a = np.asarray(baseline, dtype=float)
+    b = np.asarray(candidate, dtype=float)
+    if a.size == 0 or b.size == 0:
+        return (math.nan, math.nan)
+    resamples = max(MIN_RESAMPLES, min(resamples, _WORK_ELEMENTS // max(a.size, b.size)))
+    rng = np.random.default_rng(seed)
+    base_medians = _resampled_medians(a, resamples, rng)
+    cand_medians = _resampled_medians(b, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = cand_medians / base_medians
+    ratios = ratios[np.isfinite(ratios)]
+    if ratios.size == 0:
+        return (math.nan, math.nan)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [tail, 1.0 - tail])
+    return (float(low), float(high))
+
+
+def ratio_of(baseline: float | None, candidate: float | None) -> float:
+    if baseline is None or candidate is None or baseline == 0:
+        return math.nan
+    return candidate / baseline
+
+
+@dataclass(frozen=True)
+class RatioTest:
+    """How one metric's candidate samples differ from the baseline's."""
+
+    n_baseline: int
+    n_candidate: int
+    baseline_median: float
+    candidate_median: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+
+    fields = ("n_baseline", "n_candidate", "baseline_median", "candidate_median", "ratio",
+              "ci95", "p_value")
+
+    @classmethod
+    def of(cls, baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
+           resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> RatioTest:
+        a = np.asarray(baseline, dtype=float)
+        b = np.asarray(candidate, dtype=float)
+        if a.size == 0 or b.size == 0:
+            raise ValueError("both sides need samples")
+        base_median, cand_median = float(np.median(a)), float(np.median(b))
+        ci_low, ci_high = bootstrap_ratio_ci(a, b, resamples, seed)
+        return cls(n_baseline=int(a.size), n_candidate=int(b.size),
+                   baseline_median=base_median, candidate_median=cand_median,
+                   ratio=ratio_of(base_median, cand_median), ci_low=ci_low, ci_high=ci_high,
+                   p_value=mann_whitney_p(a, b))
+
+    def significant(self, higher_is_better: bool, worse: bool, alpha: float = ALPHA) -> bool:
+        """The CI lies wholly on the worse (or, with worse=False, the better) side of 1, and
+        the rank test agrees."""
+        if not (self.p_value < alpha):
+            return False
+        below = self.ci_high < 1.0
+        above = self.ci_low > 1.0
+        lower_side = worse == higher_is_better
+        return below if lower_side else above
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "n_baseline": self.n_baseline,
+            "n_candidate": self.n_candidate,
+            "baseline_median": self.baseline_median,
+            "candidate_median": self.candidate_median,
+            "ratio": self.ratio,
+            "ci95": [self.ci_low, self.ci_high],
+            "p_value": self.p_value,
+        }
