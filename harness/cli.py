@@ -48,6 +48,17 @@ def int_list(text: str) -> list[int]:
     return [positive_int(p) for p in parts]
 
 
+def percentage(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5, got {text!r}") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and below 100, "
+                                         f"got {text!r}")
+    return value
+
+
 def _extend(values: list[Any] | None) -> list[Any] | None:
     if not values:
         return None
@@ -116,6 +127,21 @@ def build_parser() -> Parser:
 
     sbatch = commands.add_parser("sbatch", help="write an sbatch script that runs a suite")
     add_sbatch_arguments(sbatch)
+
+    report = commands.add_parser("report", help="tables and plots from records and stores")
+    report.add_argument("paths", nargs="*", default=["results"], metavar="PATH",
+                        help="record files, --json lists, stores or pytest-benchmark JSON "
+                        "(default: ./results)")
+    report.add_argument("--format", choices=("md", "html", "csv"), default=None,
+                        help="default: from the -o suffix, else md")
+    report.add_argument("-o", "--output", help="write here instead of stdout")
+
+    compare = commands.add_parser("compare", help="exit 1 on a significant regression")
+    compare.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
+    compare.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
+    compare.add_argument("--threshold", type=percentage, default=5.0,
+                         help="regression threshold in percent (default 5)")
+    compare.add_argument("--json", dest="json_file", help="also write the comparison here")
 
     run = commands.add_parser("run", help="run benchmarks, store records, print a summary")
     run.add_argument("suite", nargs="?", default=None,
@@ -300,17 +326,36 @@ def cmd_sbatch(args: argparse.Namespace) -> int:
     return command(args)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.report import command
+
+    return command(args)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.compare import command
+
+    return command(args)
+
+
 COMMANDS = {"list": cmd_list, "describe": cmd_describe, "sysinfo": cmd_sysinfo,
-            "peak": cmd_peak, "run": cmd_run, "comm": cmd_comm, "sbatch": cmd_sbatch}
+            "peak": cmd_peak, "run": cmd_run, "comm": cmd_comm, "sbatch": cmd_sbatch,
+            "report": cmd_report, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness.interrupts import Interrupted, stop_signals_raise
+
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args)
+        with stop_signals_raise():
+            return COMMANDS[args.command](args)
     except (UsageError, SchemaError) as exc:
         print(f"dtbench: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_USAGE
+    except Interrupted as stop:
+        print(f"dtbench: {stop.summary}", file=sys.stderr)
+        return stop.exit_code
     except KeyboardInterrupt:
         print("dtbench: interrupted", file=sys.stderr)
         return 130

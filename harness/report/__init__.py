@@ -1,0 +1,98 @@
+"""`dtbench report`: tables (Markdown, HTML with plots, CSV) from records and stores.
+
+The output depends only on the records and the command line, never on the time, the input
+order or the working directory, so `dtbench report results -o results/README.md` rewrites
+the same bytes until a record changes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.errors import UsageError
+from harness.report import csv_format, html, markdown
+from harness.report.tables import build_report, regenerate_command
+from harness.report.view import RecordView, clean_text, views_of
+from harness.sources import Loaded, load_inputs
+from harness.store import TMP_PREFIX, write_atomic
+
+FORMATS = ("md", "html", "csv")
+SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
+
+
+def choose_format(fmt: str | None, output: str | None) -> str:
+    """The explicit --format, else the one the -o suffix names, else Markdown."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise UsageError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+        return fmt
+    if output:
+        return SUFFIXES.get(Path(output).suffix.lower(), "md")
+    return "md"
+
+
+def check_output(output: str | None) -> Path | None:
+    """The -o path, after proving its directory exists and takes files (before any work)."""
+    if output is None:
+        return None
+    path = Path(output)
+    if path.is_dir():
+        raise UsageError(f"-o {output}: is a directory; name a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise UsageError(f"-o {output}: directory {folder} does not exist")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write in {folder} "
+                         f"({exc.strerror or exc})") from None
+    return path
+
+
+def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> str:
+    """The report of the loaded records in one format."""
+    views: list[RecordView] = views_of(loaded.records)
+    if fmt == "csv":
+        return csv_format.render(views)
+    report = build_report(views, paths=paths, files=loaded.sources, skipped=loaded.warnings,
+                          regenerate=regenerate)
+    if fmt == "html":
+        return html.render(report, views)
+    return markdown.render(report)
+
+
+def _write_stdout(text: str) -> None:
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
+
+
+def command(args: argparse.Namespace) -> int:
+    """Load the inputs, warn about skipped files, write the report; returns the exit code."""
+    paths = list(args.paths or ["results"])
+    fmt = choose_format(args.format, args.output)
+    target = check_output(args.output)
+    loaded = load_inputs(paths)
+    for warning in loaded.warnings:
+        print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
+    if not loaded.records:
+        print(f"dtbench: warning: no records in {clean_text(' '.join(paths))}", file=sys.stderr)
+    text = render(loaded, fmt, paths=paths,
+                  regenerate=regenerate_command(paths, args.format, args.output))
+    if target is None:
+        _write_stdout(text)
+        return 0
+    try:
+        write_atomic(target, text)
+    except OSError as exc:
+        raise UsageError(f"-o {args.output}: cannot write ({exc.strerror or exc})") from None
+    return 0

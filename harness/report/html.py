@@ -1,0 +1,94 @@
+"""The report as one self-contained HTML page: the Markdown tables plus embedded PNG plots.
+
+No script, no external resource: a Content-Security-Policy meta tag forbids both, so a
+string that slipped through escaping still could not load or run anything.
+"""
+from __future__ import annotations
+
+import base64
+from html import escape
+
+from harness.report.tables import Report, Table
+from harness.report.view import RecordView
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1360px;
+       padding: 0 1em; color: #222; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; text-align: left; }
+th { background: #f2f2f2; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+figure { margin: 1em 0 2em; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption, .note { color: #555; font-size: 0.9em; }
+code { background: #f5f5f5; padding: 0 0.2em; }
+"""
+
+
+def _e(text: str) -> str:
+    return escape(text, quote=True)
+
+
+def render_table(table: Table) -> list[str]:
+    """The table as HTML lines; numeric cells right-aligned."""
+    head = "".join(f'<th scope="col">{_e(c)}</th>' for c in table.columns)
+    lines = ['<div class="scroll"><table>', f"<thead><tr>{head}</tr></thead>", "<tbody>"]
+    for row in table.rows:
+        cells = "".join(f'<td class="num">{_e(c)}</td>' if right else f"<td>{_e(c)}</td>"
+                        for c, right in zip(row, table.numeric, strict=True))
+        lines.append(f"<tr>{cells}</tr>")
+    return [*lines, "</tbody>", "</table></div>"]
+
+
+def _items(items: list[str]) -> list[str]:
+    return ["<ul>", *(f"<li>{_e(item)}</li>" for item in items), "</ul>"]
+
+
+def _plots(views: list[RecordView]) -> list[str]:
+    from harness.report.plots import render_plots
+
+    lines = ["<h2>Plots</h2>"]
+    number = 0
+    for plot in render_plots(views):
+        if plot.png is None:
+            lines.append(f'<p class="note">{_e(plot.caption)}</p>')
+            continue
+        number += 1
+        data = base64.b64encode(plot.png).decode("ascii")
+        lines += ["<figure>",
+                  f'<img alt="{_e(plot.alt)}" src="data:image/png;base64,{data}">',
+                  f"<figcaption>Figure {number}. {_e(plot.caption)}</figcaption>",
+                  "</figure>"]
+    return lines
+
+
+def render(report: Report, views: list[RecordView]) -> str:
+    """The whole page, ending with one newline."""
+    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             "<title>dtbench report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+             "<h1>dtbench report</h1>", f"<p>{_e(report.summary)}</p>",
+             f"<p>Regenerate with: <code>{_e(report.regenerate)}</code></p>"]
+    for section in report.sections:
+        lines.append(f"<h2>{_e(section.title)}</h2>")
+        if section.intro:
+            lines.append(f"<p>{_e(section.intro)}</p>")
+        for table in section.tables:
+            lines.append(f"<h3>{_e(table.title)}</h3>")
+            if table.intro:
+                lines.append(f"<p>{_e(table.intro)}</p>")
+            lines += render_table(table)
+            if table.notes:
+                lines += ["<p>Not measured or with an error:</p>", *_items(table.notes)]
+    if not report.empty:
+        lines += _plots(views)
+    if report.skipped:
+        lines += ["<h2>Skipped inputs</h2>", *_items(report.skipped)]
+    if not report.empty:
+        lines += ["<h2>Records</h2>", *render_table(report.records)]
+    if report.files:
+        lines += ["<p>Files read:</p>", *_items(report.files)]
+    return "\n".join([*lines, "</body>", "</html>"]) + "\n"

@@ -1,0 +1,256 @@
+"""Plots of the HTML report as PNG bytes, byte-identical for the same records.
+
+Uses matplotlib's object API with the Agg canvas (no pyplot, no global figure state), under
+matplotlib's default style whatever the user's matplotlibrc says, and without the
+`Software` PNG chunk.
+"""
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from matplotlib import style
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from harness.report.units import si, size_label
+from harness.report.view import RecordView, clean_text, group
+
+PRECISION_ORDER = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A rendered figure, or (png None) the note saying why it was left out."""
+
+    title: str
+    alt: str
+    caption: str
+    png: bytes | None = None
+
+
+def _label(text: str, limit: int = 40) -> str:
+    """Text matplotlib draws as given: `$` would start mathtext and could raise."""
+    return clean_text(text, limit).replace("$", r"\$")
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(min(width, 13.5), min(height, 40.0)), dpi=100,
+                    layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _colours(views: list[RecordView]) -> dict[str, str]:
+    """One colour per precision, fp32 first, so a precision keeps its colour in every plot."""
+    found = {view.text("precision") for view in views}
+    ordered = [p for p in PRECISION_ORDER if p in found] + sorted(found - set(PRECISION_ORDER))
+    return {precision: f"C{i % 10}" for i, precision in enumerate(ordered)}
+
+
+def _legend(figure: Figure, colours: dict[str, str]) -> None:
+    """One legend of the precision colours beside the panels, never over a bar."""
+    handles = [Patch(color=colour, label=_label(p)) for p, colour in colours.items()]
+    figure.legend(handles=handles, title="precision", fontsize="small",
+                  loc="outside right upper")
+
+
+def _success(views: list[RecordView], metric: str, positive: bool = False
+             ) -> list[RecordView]:
+    """Successful training records that have `metric` (above zero, for log axes)."""
+    return [v for v in views if not v.is_comm and v.status == "success"
+            and (value := v.value(metric)) is not None and (value > 0 or not positive)]
+
+
+def throughput_plot(views: list[RecordView]) -> Plot:
+    """Bars of throughput per configuration, one panel per workload, with CI error bars."""
+    title = "Throughput"
+    having = _success(views, "throughput")
+    if not having:
+        return Plot(title, "", "No record has a throughput: the throughput plot is omitted.")
+    groups = group(having, "workload")
+    colours = _colours(having)
+    columns = min(len(groups), 3)
+    rows = math.ceil(len(groups) / columns)
+    widest = max(len(members) for members in groups.values())
+    figure = _figure(columns * max(4.2, 0.6 * widest + 1.5), 3.6 * rows)
+    panels = figure.subplots(rows, columns, squeeze=False).flatten()
+    for axes, (workload, members) in zip(panels, groups.items(), strict=False):
+        values = [v.metrics["throughput"] for v in members]
+        heights = [m.value or 0.0 for m in values]
+        errors = [[max(0.0, h - m.ci_low) if m.ci_low is not None else 0.0
+                   for h, m in zip(heights, values, strict=True)],
+                  [max(0.0, m.ci_high - h) if m.ci_high is not None else 0.0
+                   for h, m in zip(heights, values, strict=True)]]
+        axes.bar(range(len(members)), heights, yerr=errors, capsize=3,
+                 color=[colours[v.text("precision")] for v in members])
+        axes.set_xticks(range(len(members)), [_label(v.label(), 28) for v in members],
+                        rotation=30, ha="right", fontsize="small")
+        axes.set_title(_label(workload))
+        axes.set_ylabel("samples/s")
+    for axes in panels[len(groups):]:
+        axes.set_axis_off()
+    _legend(figure, colours)
+    names = ", ".join(clean_text(name, 40) for name in groups)
+    return Plot(title, f"Bar chart of training throughput in samples per second for each "
+                f"configuration of {names}, with 95% confidence interval error bars.",
+                "Throughput by backend and precision, per workload (median, error bars: 95% "
+                "CI of the median).", _png(figure))
+
+
+def scaling_plot(views: list[RecordView]) -> Plot:
+    """Scaling efficiency against the number of ranks, one line per experiment."""
+    title = "Scaling efficiency"
+    having = _success(views, "scaling_efficiency")
+    if not having:
+        return Plot(title, "", "No record has a scaling efficiency: the scaling plot is "
+                    "omitted.")
+    series: dict[str, list[tuple[float, float]]] = {}
+    for view in having:
+        ranks = view.spec.get("world_size")
+        if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
+            continue
+        kind = clean_text(view.metrics["scaling_efficiency"].raw.get("kind"), 20) or "?"
+        key = f"{view.workload} {view.label().rsplit(' ', 1)[0]} ({kind})"
+        series.setdefault(key, [(1.0, 1.0)]).append((float(ranks),
+                                                     view.value("scaling_efficiency") or 0.0))
+    figure = _figure(7.5, 4.2)
+    axes = figure.subplots()
+    for key, points in series.items():
+        points.sort()
+        axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                  label=_label(key, 60))
+    axes.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
+    axes.set_xscale("log", base=2)
+    ranks = sorted({x for points in series.values() for x, _ in points})
+    axes.set_xticks(ranks, [f"{x:.0f}" for x in ranks])
+    axes.minorticks_off()
+    axes.set_xlabel("ranks (world size)")
+    axes.set_ylabel("scaling efficiency")
+    axes.set_ylim(bottom=0)
+    axes.legend(fontsize="small")
+    return Plot(title, "Line chart of scaling efficiency against the number of ranks, one "
+                "line per workload and configuration, with the ideal efficiency of 1 dashed.",
+                "Scaling efficiency against ranks (weak: throughput_N / (N × throughput_1); "
+                "strong: t_1 / (N × t_N)); each line starts at its one-rank baseline.",
+                _png(figure))
+
+
+def roofline_plot(views: list[RecordView]) -> Plot:
+    """Achieved FLOP/s of each record under the measured peak of its device and precision."""
+    title = "Achieved against peak FLOP/s"
+    having = _success(views, "achieved_flops", positive=True)
+    if not having:
+        return Plot(title, "", "No record has achieved FLOP/s: the roofline plot is omitted.")
+    colours = _colours(having)
+    figure = _figure(max(7.0, 0.45 * len(having) + 3), 4.6)
+    axes = figure.subplots()
+    positions, labels, peaks = [], [], {}
+    for x, (workload, members) in enumerate(group(having, "workload").items()):
+        for view in members:
+            positions.append(len(positions) + x)
+            labels.append(_label(f"{workload} {view.label()}", 36))
+            axes.plot(positions[-1], view.value("achieved_flops"), marker="o", linestyle="",
+                      color=colours[view.text("precision")])
+            peak = view.value("peak_flops")
+            if peak is not None and peak > 0:
+                key = (view.text("backend"), view.text("precision"), float(f"{peak:.4g}"))
+                peaks.setdefault(key, colours[view.text("precision")])
+    for (backend, precision, peak), colour in peaks.items():
+        axes.axhline(peak, color=colour, linestyle="--", linewidth=1,
+                     label=_label(f"peak {backend}/{precision}: {si(peak, 'FLOP/s')}", 60))
+    axes.set_yscale("log")
+    axes.set_xticks(positions, labels, rotation=45, ha="right", fontsize="small")
+    axes.set_ylabel("FLOP/s")
+    axes.plot([], [], marker="o", linestyle="", color="black", label="achieved (per record)")
+    axes.legend(fontsize="small")
+    return Plot(title, "Scatter plot of achieved FLOP per second of each record on a "
+                "logarithmic axis, with dashed horizontal lines at the measured GEMM peak of "
+                "each backend and precision.",
+                "Roofline-style view: achieved FLOP/s per record (points) under the measured "
+                "peak FLOP/s of its backend and precision (dashed lines); the gap is 1 − MFU.",
+                _png(figure))
+
+
+def time_to_train_plot(views: list[RecordView]) -> Plot:
+    """Horizontal bars of time to train; hatched where the quality target was not reached."""
+    title = "Time to train"
+    having = _success(views, "time_to_train")
+    if not having:
+        return Plot(title, "", "No record has a time to train: the time-to-train plot is "
+                    "omitted.")
+    colours = _colours(having)
+    figure = _figure(7.5, 1.2 + 0.4 * len(having))
+    axes = figure.subplots()
+    for y, view in enumerate(having):
+        reached = (view.metrics.get("quality") or view.metrics["time_to_train"]).raw.get(
+            "reached")
+        axes.barh(y, view.value("time_to_train"), color=colours[view.text("precision")],
+                  hatch="//" if reached is False else None)
+    axes.set_yticks(range(len(having)), [_label(f"{v.workload} {v.label()}", 40)
+                                         for v in having], fontsize="small")
+    axes.invert_yaxis()
+    axes.set_xlabel("seconds (run_start → run_stop)")
+    _legend(figure, colours)
+    return Plot(title, "Horizontal bar chart of the time to train to the quality target, in "
+                "seconds, one bar per record; hatched bars did not reach the target.",
+                "Time to train (MLPerf rules: evaluation included); hatched: target not "
+                "reached.", _png(figure))
+
+
+def busbw_plot(views: list[RecordView]) -> Plot:
+    """busbw against message size on a log2 axis, one panel per collective, a line per run."""
+    title = "Bus bandwidth"
+    having = [v for v in views if v.is_comm and "busbw" in v.metrics
+              and v.metrics["busbw"].per_size()]
+    if not having:
+        return Plot(title, "", "No collective record has busbw by message size: the busbw "
+                    "plot is omitted.")
+    groups = group(having, "op")
+    columns = min(len(groups), 2)
+    rows = math.ceil(len(groups) / columns)
+    figure = _figure(6.2 * columns, 3.8 * rows)
+    panels = figure.subplots(rows, columns, squeeze=False).flatten()
+    for axes, (op, members) in zip(panels, groups.items(), strict=False):
+        sizes: set[float] = set()
+        positive = True
+        for view in members:
+            rows_ = [r for r in view.metrics["busbw"].per_size() if r["busbw"] is not None]
+            sizes.update(r["bytes"] for r in rows_)
+            positive = positive and all(r["busbw"] > 0 for r in rows_)
+            axes.plot([r["bytes"] for r in rows_], [r["busbw"] for r in rows_], marker=".",
+                      label=_label(view.label()))
+        axes.set_xscale("log", base=2)
+        if positive:
+            axes.set_yscale("log")
+        ticks = sorted(sizes)[:: max(1, math.ceil(len(sizes) / 8))]
+        axes.set_xticks(ticks, [size_label(t) for t in ticks], rotation=30, fontsize="small")
+        axes.set_title(_label(op))
+        axes.set_xlabel("message size")
+        axes.set_ylabel("busbw (GB/s)")
+        axes.legend(fontsize="small")
+    for axes in panels[len(groups):]:
+        axes.set_axis_off()
+    return Plot(title, "Line chart of bus bandwidth in GB per second against message size on "
+                "a base-2 logarithmic axis, one panel per collective and one line per run.",
+                "busbw against message size per collective and communication backend "
+                "(nccl-tests definitions).", _png(figure))
+
+
+PLOTS: tuple[Callable[[list[RecordView]], Plot], ...] = (
+    throughput_plot, scaling_plot, roofline_plot, time_to_train_plot, busbw_plot)
+
+
+def render_plots(views: list[RecordView]) -> list[Plot]:
+    """Every plot of the report, in order, drawn under matplotlib's default style."""
+    with style.context("default"):
+        return [plot(views) for plot in PLOTS]

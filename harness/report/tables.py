@@ -1,0 +1,266 @@
+"""The report as plain-text tables, before any format: what every format shows, in order.
+
+Cells are clean display text (no control characters) but not escaped: escaping belongs to
+the format that writes them.
+"""
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.report.units import binary, column_scale, format_number, size_label, with_ci
+from harness.report.view import RecordView, clean_text, group, number
+
+METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
+                  "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
+                  "time_to_train": "time to train", "quality": "quality",
+                  "scaling_efficiency": "scaling eff.", "peak_flops": "peak"}
+# Constants of a workload or of the gradient exchange: in the CSV, not worth a table column.
+HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank")
+# (spec field, heading, shown only when it varies within the table)
+TRAINING_KEYS = (("backend", "backend", False), ("comm", "comm", False),
+                 ("launcher", "launcher", True), ("precision", "precision", False),
+                 ("world_size", "ranks", False), ("nnodes", "nodes", True),
+                 ("size", "size", False), ("batch_per_rank", "batch/rank", False),
+                 ("mode", "mode", False))
+COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
+             ("launcher", "launcher", True), ("world_size", "ranks", False),
+             ("nnodes", "nodes", True), ("precision", "dtype", True))
+
+
+@dataclass
+class Table:
+    """A titled table; `numeric[i]` right-aligns column i; `notes` follow it as a list."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    numeric: list[bool]
+    intro: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    """A heading and its tables."""
+
+    title: str
+    tables: list[Table]
+    intro: str = ""
+
+
+@dataclass
+class Report:
+    """Everything a format writes, in reading order."""
+
+    summary: str
+    regenerate: str
+    sections: list[Section]
+    records: Table
+    files: list[str]
+    skipped: list[str]
+    empty: bool
+
+
+def regenerate_command(paths: list[str], fmt: str | None, output: str | None) -> str:
+    """The command line that writes this report again, with the paths as the user gave them."""
+    words = ["dtbench", "report", *paths]
+    if fmt:
+        words += ["--format", fmt]
+    if output:
+        words += ["-o", output]
+    return clean_text(shlex.join(words), None)
+
+
+def _key_columns(views: list[RecordView], keys: tuple[tuple[str, str, bool], ...]
+                 ) -> list[tuple[str, str]]:
+    return [(name, heading) for name, heading, optional in keys
+            if not optional or len({view.text(name) for view in views}) > 1]
+
+
+def _quality(view: RecordView) -> str:
+    found = view.metrics.get("quality")
+    if found is None or found.value is None:
+        return "-"
+    raw = found.raw
+    text = f"{clean_text(raw.get('metric'), 40) or 'quality'} {format_number(found.value)}"
+    target = number(raw.get("target"))
+    if target is not None:
+        reached = raw.get("reached")
+        verdict = "reached" if reached is True else "not reached" if reached is False else "?"
+        text += f" (target {format_number(target)}, {verdict})"
+    return text
+
+
+def _scaling(view: RecordView, cell: str) -> str:
+    kind = clean_text(view.metrics["scaling_efficiency"].raw.get("kind"), 20)
+    return f"{cell} ({kind})" if kind and cell != "-" else cell
+
+
+def _metric_names(views: list[RecordView]) -> list[str]:
+    present = {name for view in views for name, m in view.metrics.items()
+               if m.value is not None and name not in HIDDEN_METRICS}
+    known = [name for name in METRIC_COLUMNS if name in present]
+    return known + sorted(present - set(METRIC_COLUMNS))
+
+
+def _failures(views: list[RecordView]) -> list[str]:
+    return [f"{view.run_id}: {view.status}: {view.error or 'no reason recorded'}"
+            for view in views if view.status != "success" or view.error]
+
+
+def training_table(workload: str, views: list[RecordView]) -> Table:
+    """One row per record of a workload; metric columns where any record has the metric."""
+    keys = _key_columns(views, TRAINING_KEYS)
+    names = _metric_names(views)
+    columns = [heading for _, heading in keys] + ["status"]
+    units, scales = {}, {}
+    for name in names:
+        having = [v.metrics[name] for v in views if name in v.metrics]
+        units[name], scales[name] = having[0].unit, column_scale(name, having)
+        heading = METRIC_COLUMNS.get(name, name)
+        label = scales[name].label
+        columns.append(f"{heading} ({label})" if label and name != "quality" else heading)
+    rows = []
+    for view in views:
+        row = [view.text(name) for name, _ in keys] + [view.status]
+        for name in names:
+            found = view.metrics.get(name)
+            if name == "quality":
+                row.append(_quality(view))
+                continue
+            cell = with_ci(found, scales[name], units[name])
+            row.append(_scaling(view, cell) if name == "scaling_efficiency" and found else cell)
+        rows.append(row + [view.run_id])
+    numeric = [False] * (len(keys) + 1) + [name != "quality" for name in names] + [False]
+    return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
+                 notes=_failures(views))
+
+
+def comm_table(op: str, views: list[RecordView]) -> Table:
+    """One row per collective run, busbw by message size in the columns (nccl-tests style)."""
+    keys = _key_columns(views, COMM_KEYS)
+    per_size = []
+    for view in views:
+        busbw = view.metrics.get("busbw")
+        per_size.append({row["bytes"]: row["busbw"] for row in (busbw.per_size() if busbw else [])})
+    sizes = sorted({size for rows in per_size for size in rows})
+    latency = column_scale("latency", [v.metrics["latency"] for v in views
+                                       if "latency" in v.metrics])
+    columns = ([heading for _, heading in keys] + ["status"] + [size_label(s) for s in sizes]
+               + [f"latency ({latency.label})" if latency.label else "latency", "run"])
+    rows = []
+    for view, busbw_by_size in zip(views, per_size, strict=True):
+        row = [view.text(name) for name, _ in keys] + [view.status]
+        row += [format_number(busbw_by_size.get(size)) for size in sizes]
+        row += [latency.show(view.value("latency")), view.run_id]
+        rows.append(row)
+    numeric = [False] * (len(keys) + 1) + [True] * (len(sizes) + 1) + [False]
+    return Table(title=op, columns=columns, rows=rows, numeric=numeric,
+                 intro=f"{op}: busbw in GB/s (1e9 B/s) by message size; latency at the "
+                       "smallest size.", notes=_failures(views))
+
+
+def _gpus(machine: dict[str, Any]) -> str:
+    gpus = machine.get("gpus")
+    if not isinstance(gpus, list) or not gpus:
+        return "-"
+    names = Counter(clean_text(g.get("name") if isinstance(g, dict) else g, 80) for g in gpus)
+    return ", ".join(f"{count}× {name}" for name, count in sorted(names.items()))
+
+
+def _interconnect(machine: dict[str, Any]) -> str:
+    link = machine.get("interconnect")
+    if not isinstance(link, dict):
+        return clean_text(link, 60) or "-"
+    speed = number(link.get("speed_mbps"))
+    text = " ".join(filter(None, [clean_text(link.get("type"), 30),
+                                  clean_text(link.get("interface"), 30)]))
+    return (text + (f" {format_number(speed / 1000)} Gb/s" if speed else "")) or "-"
+
+
+def _machine_row(machine: dict[str, Any]) -> tuple[str, ...]:
+    def text(key: str, limit: int = 100) -> str:
+        return clean_text(machine.get(key), limit) or "-"
+
+    return (text("hostname"), text("cpu_model"), text("cpu_cores", 10),
+            binary(number(machine.get("ram_bytes"))), _gpus(machine), text("os"),
+            text("kernel", 60), text("nodes", 10), _interconnect(machine))
+
+
+def machines_table(views: list[RecordView]) -> Table:
+    """Each distinct machine the records came from, with how many records it made."""
+    counts: Counter[tuple[str, ...]] = Counter(_machine_row(view.machine) for view in views)
+    columns = ["host", "CPU", "cores", "RAM", "GPUs", "OS", "kernel", "nodes", "interconnect",
+               "records"]
+    rows = [[*key, str(count)] for key, count in sorted(counts.items())]
+    return Table(title="Machines", columns=columns, rows=rows,
+                 numeric=[False, False, True, True] + [False] * 5 + [True])
+
+
+def _version(value: Any) -> str:
+    if isinstance(value, dict):
+        first = clean_text(value.get("implementation") or value.get("version"), 200)
+        rest = [f"{clean_text(k, 30)} {clean_text(v, 30)}" for k, v in sorted(value.items())
+                if k not in ("implementation", "version") and v]
+        return clean_text(", ".join([first.split(",")[0], *rest]).strip(", "), 80) or "-"
+    return clean_text(value, 80) or "-"
+
+
+def software_table(views: list[RecordView]) -> Table:
+    """Each distinct software stack, harness version included."""
+    names = ("python", "torch", "onednn", "cuda", "cudnn", "nccl", "mpi")
+    counts: Counter[tuple[str, ...]] = Counter()
+    for view in views:
+        harness = view.harness
+        dtbench = " ".join(filter(None, [
+            clean_text(harness.get("version"), 30), clean_text(harness.get("git_commit"), 60)[:10],
+            "dirty" if harness.get("dirty") is True else ""])) or "-"
+        counts[(*(_version(view.software.get(n)) for n in names), dtbench)] += 1
+    columns = ["Python", "torch", "oneDNN", "CUDA", "cuDNN", "NCCL", "MPI", "dtbench",
+               "records"]
+    rows = [[*key, str(count)] for key, count in sorted(counts.items())]
+    return Table(title="Software", columns=columns, rows=rows,
+                 numeric=[False] * 8 + [True])
+
+
+def records_table(views: list[RecordView]) -> Table:
+    """Every record the report was made from, by run id."""
+    ordered = sorted(views, key=lambda view: (view.created_at, view.run_id))
+    rows = [[view.run_id, view.workload, view.status, view.created_at] for view in ordered]
+    return Table(title="Records", columns=["run id", "workload", "status", "created (UTC)"],
+                 rows=rows, numeric=[False] * 4)
+
+
+def _summary(views: list[RecordView], paths: list[str]) -> str:
+    statuses = Counter(view.status for view in views)
+    parts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
+    where = " ".join(clean_text(p, 300) for p in paths)
+    if not views:
+        return f"No records in {where}."
+    return f"{len(views)} record{'s' if len(views) != 1 else ''} ({parts}) from {where}."
+
+
+def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
+                 skipped: list[str], regenerate: str) -> Report:
+    """The report's content from views already in stable order."""
+    training = [v for v in views if not v.is_comm]
+    comm = [v for v in views if v.is_comm]
+    sections = []
+    if views:
+        sections.append(Section("Machines and software",
+                                [machines_table(views), software_table(views)]))
+    if training:
+        sections.append(Section(
+            "Training", [training_table(name, group_views)
+                         for name, group_views in group(training, "workload").items()],
+            intro="Values are medians; brackets hold the 95% confidence interval of the median "
+                  "where per-step samples exist. MFU = achieved / peak FLOP/s."))
+    if comm:
+        sections.append(Section("Collectives", [comm_table(name, group_views) for
+                                                name, group_views in group(comm, "op").items()]))
+    return Report(summary=_summary(views, paths), regenerate=regenerate, sections=sections,
+                  records=records_table(views), files=[clean_text(f, None) for f in files],
+                  skipped=[clean_text(s) for s in skipped], empty=not views)

@@ -1,0 +1,112 @@
+"""Numbers with units chosen for reading: one scale per table column, so rows compare."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.report.view import MetricView
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+_BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Values of one column are divided by `factor` and shown in `label`."""
+
+    label: str
+    factor: float = 1.0
+
+    def show(self, value: float | None) -> str:
+        return format_number(value / self.factor) if value is not None else "-"
+
+
+def format_number(value: float | None) -> str:
+    """About four significant digits, no exponent for everyday magnitudes."""
+    if value is None:
+        return "-"
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if size >= 1000:
+        return f"{value:.0f}"
+    if size >= 100:
+        return f"{value:.1f}"
+    if size >= 10:
+        return f"{value:.2f}"
+    if size >= 1:
+        return f"{value:.3f}"
+    return f"{value:.4g}"
+
+
+def choose_scale(name: str, unit: str, values: list[float]) -> Scale:
+    """The unit a column of `values` reads best in: GFLOP/s, MiB, ms, %, ..."""
+    largest = max((abs(v) for v in values), default=0.0)
+    if unit == "1" and name != "quality":
+        return Scale("%", 0.01)
+    if unit in ("FLOP/s", "FLOP"):
+        for factor, prefix in _SI[:4]:
+            if largest >= factor:
+                return Scale(prefix + unit, factor)
+        return Scale(unit)
+    if unit in ("bytes", "B"):
+        for factor, label in _BINARY:
+            if largest >= factor:
+                return Scale(label, factor)
+        return Scale("B")
+    if unit == "s":
+        if name == "step_time" or 0 < largest < 1:
+            return Scale("µs", 1e-6) if 0 < largest < 1e-3 else Scale("ms", 1e-3)
+        if largest >= 600 and name == "time_to_train":
+            return Scale("min", 60.0)
+        return Scale("s")
+    return Scale(unit)
+
+
+def column_scale(name: str, metrics: list[MetricView]) -> Scale:
+    """The scale for one metric column, from the unit of its first entry."""
+    if not metrics:
+        return Scale("")
+    unit = metrics[0].unit
+    values = [v for m in metrics if m.unit == unit
+              for v in (m.value, m.ci_low, m.ci_high) if v is not None]
+    return choose_scale(name, unit, values)
+
+
+def with_ci(metric: MetricView | None, scale: Scale, unit: str) -> str:
+    """`value [ci_low, ci_high]` in the column's scale; a foreign unit is shown as stored."""
+    if metric is None or metric.value is None:
+        return "-"
+    if metric.unit != unit:
+        return f"{format_number(metric.value)} {metric.unit}".strip()
+    text = scale.show(metric.value)
+    if metric.ci_low is not None and metric.ci_high is not None:
+        text += f" [{scale.show(metric.ci_low)}, {scale.show(metric.ci_high)}]"
+    return text
+
+
+def size_label(size: float) -> str:
+    """A message size as nccl-tests readers know it: 1 KiB, 64 MiB."""
+    for factor, label in _BINARY:
+        if size >= factor and size % factor == 0:
+            return f"{size / factor:.0f} {label}"
+    return f"{size:.0f} B"
+
+
+def si(value: float | None, unit: str) -> str:
+    """One value with an SI prefix (peak lines, captions): 303.7 GFLOP/s."""
+    if value is None:
+        return "-"
+    for factor, prefix in _SI:
+        if abs(value) >= factor:
+            return f"{format_number(value / factor)} {prefix}{unit}"
+    return f"{format_number(value)} {unit}"
+
+
+def binary(value: float | None) -> str:
+    """Bytes in the binary unit that fits: 23.54 GiB."""
+    if value is None:
+        return "-"
+    for factor, label in _BINARY:
+        if abs(value) >= factor:
+            return f"{format_number(value / factor)} {label}"
+    return f"{value:.0f} B"

@@ -1,0 +1,183 @@
+"""Records as the report reads them: text made safe, numbers checked, one stable order.
+
+A record is user-controlled input (any JSON that passed `check_record`), so every field is
+read defensively here once, and the format modules never touch the raw dictionaries.
+"""
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+# The order records sort in (then created_at, then run_id): experiments side by side.
+SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
+               "world_size", "nnodes", "batch_per_rank", "mode")
+SPEC_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
+               "nnodes", "batch_per_rank", "global_batch", "mode", "op", "suite")
+_UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def clean_text(value: Any, limit: int | None = 500) -> str:
+    """`value` as one line of printable text: control and format characters (NUL, ESC, bidi
+    overrides, line breaks) become spaces, lone surrogates U+FFFD; long text is cut."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else str(value)
+    if limit is not None:
+        text = text[: limit * 4]
+    chars = []
+    for char in text:
+        category = unicodedata.category(char)
+        if category in _UNSAFE_CATEGORIES:
+            char = " "
+        elif category == "Cs":
+            char = "\ufffd"
+        chars.append(char)
+    flat = " ".join("".join(chars).split())
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return flat
+
+
+def number(value: Any) -> float | None:
+    """A finite float, or None for anything else (bools, strings, NaN, huge integers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        result = float(value)
+    except OverflowError:
+        return None
+    return result if math.isfinite(result) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class MetricView:
+    """One metric of a record with its value and, where samples existed, the median and CI."""
+
+    name: str
+    unit: str
+    value: float | None
+    median: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, entry: dict[str, Any]) -> MetricView:
+        stats = _dict(entry.get("stats"))
+        ci = stats.get("ci95")
+        low, high = (number(ci[0]), number(ci[1])) if isinstance(ci, list) and len(ci) == 2 \
+            else (None, None)
+        n = number(stats.get("n"))
+        return cls(name=clean_text(entry.get("name"), 100), unit=clean_text(entry.get("unit"), 40),
+                   value=number(entry.get("value")), median=number(stats.get("median")),
+                   ci_low=low, ci_high=high, n=int(n) if n is not None else None, raw=entry)
+
+    def per_size(self) -> list[dict[str, float | None]]:
+        """The nccl-tests style rows {bytes, time_s, algbw, busbw} of a collective, by size."""
+        rows = self.raw.get("per_size")
+        if not isinstance(rows, list):
+            return []
+        out = []
+        for row in rows:
+            row = _dict(row)
+            size = number(row.get("bytes"))
+            if size is None or size <= 0:
+                continue
+            out.append({"bytes": size} | {key: number(row.get(key))
+                                          for key in ("time_s", "algbw", "busbw")})
+        return sorted(out, key=lambda item: item["bytes"] or 0.0)
+
+
+@dataclass
+class RecordView:
+    """The fields of one record the report shows, each already checked."""
+
+    run_id: str
+    created_at: str
+    status: str
+    error: str
+    spec: dict[str, Any]
+    machine: dict[str, Any]
+    software: dict[str, Any]
+    harness: dict[str, Any]
+    metrics: dict[str, MetricView]
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> RecordView:
+        metrics: dict[str, MetricView] = {}
+        for entry in record.get("metrics") or []:
+            if isinstance(entry, dict):
+                view = MetricView.of(entry)
+                metrics.setdefault(view.name, view)
+        return cls(run_id=clean_text(record.get("run_id"), 200),
+                   created_at=clean_text(record.get("created_at"), 60),
+                   status=clean_text(record.get("status"), 20),
+                   error=clean_text(record.get("error")),
+                   spec=_dict(record.get("spec")), machine=_dict(record.get("machine")),
+                   software=_dict(record.get("software")),
+                   harness=_dict(record.get("harness")), metrics=metrics)
+
+    def text(self, name: str) -> str:
+        """A spec field as display text ('-' when absent)."""
+        return clean_text(self.spec.get(name), 100) or "-"
+
+    @property
+    def workload(self) -> str:
+        return self.text("workload")
+
+    @property
+    def is_comm(self) -> bool:
+        return self.spec.get("task") == "comm"
+
+    @property
+    def op(self) -> str:
+        return clean_text(self.spec.get("op"), 100) or self.workload
+
+    def value(self, name: str) -> float | None:
+        found = self.metrics.get(name)
+        return found.value if found else None
+
+    def label(self) -> str:
+        """A short name of the configuration, for plot legends and ticks."""
+        parts = [self.text("backend"), self.text("precision")]
+        comm = self.text("comm")
+        if comm not in ("-", "none"):
+            parts.append(comm)
+        mode = self.text("mode")
+        suffix = f" {mode}" if mode not in ("-", "throughput", "comm") else ""
+        return f"{'/'.join(parts)} ×{self.text('world_size')}{suffix}"
+
+
+def _typed(value: Any) -> tuple[int, float, str]:
+    """A sort key that orders numbers numerically and never compares a number with a string."""
+    if value is None:
+        return (2, 0.0, "")
+    as_number = number(value)
+    if as_number is not None:
+        return (0, as_number, "")
+    return (1, 0.0, clean_text(value, None))
+
+
+def sort_key(view: RecordView) -> tuple[Any, ...]:
+    return (*(_typed(view.spec.get(name)) for name in SORT_FIELDS), view.created_at,
+            view.run_id)
+
+
+def views_of(records: list[dict[str, Any]]) -> list[RecordView]:
+    """The records as views, in the report's stable order (inputs order does not matter)."""
+    return sorted((RecordView.of(record) for record in records), key=sort_key)
+
+
+def group(views: list[RecordView], by: str) -> dict[str, list[RecordView]]:
+    """Views grouped by `workload` or `op`, groups in name order, views in their given order."""
+    groups: dict[str, list[RecordView]] = {}
+    for view in views:
+        groups.setdefault(getattr(view, by), []).append(view)
+    return dict(sorted(groups.items()))
