@@ -13,7 +13,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line on stderr and exit 2, never a usage dump."""
+    """argparse whose errors are one line on stderr and exit 2, never a usage dump; options
+    must be spelled out (an abbreviation such as `--out` for `--output` is an error)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")

@@ -342,10 +342,13 @@ def machine_mismatch(baseline: list[dict[str, Any]], candidate: list[dict[str, A
 
 def load_side(path: str) -> list[dict[str, Any]]:
     loaded = load_inputs([path])
+    if not loaded.records:
+        why = f" ({loaded.warnings[0]}" + (f", and {len(loaded.warnings) - 1} more" if
+                                           len(loaded.warnings) > 1 else "") + ")" \
+            if loaded.warnings else ""
+        raise UsageError(f"{path}: no readable dtbench records{why}")
     for message in loaded.warnings:
         warn(message)
-    if not loaded.records:
-        raise UsageError(f"{path}: no readable dtbench records")
     success = [record for record in loaded.records if record.get("status") == "success"]
     if not success:
         raise UsageError(f"{path}: no successful records to compare "

@@ -75,6 +75,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.suite is not None or not options["workload"]:
         suite = load_suite(args.suite or "quick")
     planned = plan_runs(suite, options)
+    launch = launch_options(args)
     store = Store(args.out)
     json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
@@ -89,7 +90,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
               f"{store.root}", file=sys.stderr)
     progress = Progress(len(work), enabled=not args.quiet)
-    runner = Runner(store, progress, launch_options(args))
+    runner = Runner(store, progress, launch)
     records: list[dict[str, Any]] = []
     try:
         for spec in work:

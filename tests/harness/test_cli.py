@@ -58,6 +58,32 @@ BAD_INPUTS = [
     ("peak unknown backend", ["peak", "--backend", "tpu"], "unknown backend 'tpu'"),
     ("peak precision the backend lacks", ["peak", "--backend", "cpu", "--precision", "fp16"],
      "has no fp16"),
+    ("unknown compression", ["run", "-w", "lstm", "--compression", "zip"], "invalid choice"),
+    ("zero threads", ["run", "-w", "lstm", "--threads", "0"], "--threads"),
+    ("negative seed", ["run", "-w", "lstm", "--seed", "-3"], "--seed"),
+    ("non-numeric port", ["run", "-w", "lstm", "--master-port", "abc"], "--master-port"),
+    ("missing hostfile", ["run", "-w", "lstm", "--hostfile", "nohosts"], "--hostfile nohosts"),
+    ("abbreviated option", ["run", "-w", "lstm", "--out", "store", "--precis", "bf16"],
+     "unrecognized arguments"),
+    ("comm size with unknown suffix", ["comm", "--sizes", "4Q"], "cannot read '4Q'"),
+    ("comm size zero", ["comm", "--sizes", "0"], "'0' is outside"),
+    ("comm range backwards", ["comm", "--sizes", "64M:1K"], "runs backwards"),
+    ("comm unknown collective", ["comm", "--op", "gather"], "unknown collective 'gather'"),
+    ("comm zero iterations", ["comm", "--iters", "0"], "--iters"),
+    ("comm several rank counts", ["comm", "-n", "1,2"], "one -n value"),
+    ("report missing path", ["report", "absent_dir"], "absent_dir: no such file"),
+    ("report unknown format", ["report", "--format", "pdf"], "invalid choice: 'pdf'"),
+    ("report into a missing directory", ["report", "foreign.json", "-o", "nowhere/r.md"],
+     "does not exist"),
+    ("compare missing baseline", ["compare", "absent.json", "foreign.json"],
+     "absent.json: no such file"),
+    ("compare foreign files only", ["compare", "foreign.json", "foreign.json"],
+     "no readable dtbench records"),
+    ("compare one argument", ["compare", "foreign.json"], "required: candidate"),
+    ("compare threshold not a number", ["compare", "a", "b", "--threshold", "abc"],
+     "--threshold"),
+    ("compare threshold zero", ["compare", "a", "b", "--threshold", "0"], "above 0"),
+    ("sbatch unknown suite", ["sbatch", "nightly"], "unknown suite 'nightly'"),
 ]
 
 SUBPROCESS_CASES = ("non-numeric steps", "unknown subcommand", "unknown workload",
@@ -76,6 +102,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "unknown_run_key.toml").write_text('[[runs]]\nworkload = "lstm"\ngpus = 4\n')
     (tmp_path / "malformed.toml").write_text('[[runs]\nworkload = "lstm"\n')
     (tmp_path / "lstm_only.toml").write_text('[[runs]]\nworkload = "lstm"\nsize = "tiny"\n')
+    (tmp_path / "foreign.json").write_text('{"hello": 1}\n')
     monkeypatch.chdir(tmp_path)
     return tmp_path / "store"
 
