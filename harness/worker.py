@@ -135,8 +135,8 @@ FAULT_VAR = "DTBENCH_FAULT"
 CHECK_SYNC_VAR = "DTBENCH_CHECK_SYNC"
 
 
-def inject_fault(rank: int, step: int) -> None:
-    """Test hook: DTBENCH_FAULT="kill|hang|raise|oom:RANK:STEP" misbehaves on purpose.
+def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> None:
+    """Test hook: DTBENCH_FAULT="kill|hang|raise|oom|nan:RANK:STEP" misbehaves on purpose.
 
     Used by the fault-injection tests to prove that a dead or stuck rank ends the run in
     bounded time with a `failed` record naming it; unset, it costs one dict lookup a step.
@@ -157,6 +157,9 @@ def inject_fault(rank: int, step: int) -> None:
         raise RuntimeError(f"injected fault at step {step}")
     elif kind == "oom":
         torch.empty(1 << 60, dtype=torch.uint8)  # a real allocation failure, not a mock
+    elif kind == "nan" and model is not None:
+        with torch.no_grad():  # the loss of this step, and the training after it, diverge
+            next(model.parameters()).fill_(float("nan"))
 
 
 def parameter_checksum(model: torch.nn.Module) -> float:
@@ -194,7 +197,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     losses = torch.empty(spec.steps, device=device)
     check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
     for index in range(spec.steps):
-        inject_fault(rank, index)
+        inject_fault(rank, index, trainer.model)
         timer.start()
         losses[index] = trainer.step(inputs, targets)
         timer.stop()

@@ -134,6 +134,20 @@ def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path) 
     assert leftover([record["run_id"]]) == []
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_nan_loss_fails_the_run_as_diverged_at_a_step(tmp_path: Path, ranks: int) -> None:
+    out = tmp_path / "store"
+    comm = ["--comm", "gloo"] if ranks > 1 else []
+    result = dtbench("run", "-w", "hep_cnn", "-n", str(ranks), *comm, "--size", "tiny",
+                     "--threads", "1", "--steps", "6", "--warmup", "1", "-q", "--out", str(out),
+                     env={"DTBENCH_FAULT": f"nan:{ranks - 1}:2"}, timeout=200)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (record,) = records(out)
+    assert record["status"] == "failed"
+    assert "diverged at step" in record["error"] and "loss is nan" in record["error"]
+    assert leftover([record["run_id"]]) == []
+
+
 def test_hung_rank_is_detected_and_named(tmp_path: Path) -> None:
     out = tmp_path / "store"
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--size", "tiny",
