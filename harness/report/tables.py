@@ -23,8 +23,9 @@ HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_ran
 TRAINING_KEYS = (("backend", "backend", False), ("comm", "comm", False),
                  ("launcher", "launcher", True), ("precision", "precision", False),
                  ("world_size", "ranks", False), ("nnodes", "nodes", True),
-                 ("size", "size", False), ("batch_per_rank", "batch/rank", False),
-                 ("mode", "mode", False))
+                 ("threads", "threads/rank", True), ("size", "size", False),
+                 ("batch_per_rank", "batch/rank", False), ("mode", "mode", False),
+                 ("suite", "suite", True))
 COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
              ("launcher", "launcher", True), ("world_size", "ranks", False),
              ("nnodes", "nodes", True), ("precision", "dtype", True))

@@ -14,7 +14,7 @@ from typing import Any
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
                "world_size", "nnodes", "batch_per_rank", "mode")
 SPEC_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
-               "nnodes", "batch_per_rank", "global_batch", "mode", "op", "suite")
+               "nnodes", "threads", "batch_per_rank", "global_batch", "mode", "op", "suite")
 _UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 
