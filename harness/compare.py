@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from harness.compare_stats import ALPHA, RatioTest, finite_samples, ratio_of
 from harness.errors import UsageError
 from harness.record import finite_json, one_line
@@ -32,13 +34,16 @@ NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step
 KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
                     "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
                     "algbw": True, "busbw": True, "latency": False, "energy": False}
+# Repeats per side from which runs, not steps, are the unit of the statistics.
+MIN_RUNS = 2
+SUGGESTED_REPEATS = 5
 KEY_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
               "batch_per_rank", "mode")
 
 OK, REGRESSION, IMPROVED, NO_SAMPLES = "ok", "regression", "improved", "no samples"
 ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
 HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
-          "ratio CI95", "p", "verdict")
+          "ratio CI95", "p", "n (base/cand)", "verdict")
 
 
 def warn(message: str) -> None:
@@ -160,6 +165,7 @@ class PooledMetric:
     higher_is_better: bool | None
     samples: list[float] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    runs: list[list[float]] = field(default_factory=list)
 
     def summary_value(self) -> float | None:
         """The stored value (median over repeats), else the median of the samples."""
@@ -182,7 +188,10 @@ def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
                 direction = KNOWN_DIRECTIONS.get(name)
             metric = pooled.setdefault(name, PooledMetric(str(entry.get("unit") or ""), direction))
             samples = entry.get("samples")
-            metric.samples += finite_samples(samples if isinstance(samples, list) else []).tolist()
+            run = finite_samples(samples if isinstance(samples, list) else []).tolist()
+            metric.samples += run
+            if run:
+                metric.runs.append(run)
             metric.values += finite_samples([entry.get("value")]).tolist()
     return pooled
 
@@ -205,8 +214,10 @@ class ComparisonRow:
     def cells(self) -> list[str]:
         ci = f"[{self.test.ci_low:.3f}, {self.test.ci_high:.3f}]" if self.test else "-"
         p_value = _number(self.test.p_value, "{:.2g}") if self.test else "-"
+        count = (f"{self.test.n_baseline}/{self.test.n_candidate} "
+                 f"{'runs' if self.test.level == 'runs' else 'steps'}") if self.test else "-"
         return [self.workload, self.spec, self.metric, self.unit or "-", _number(self.baseline),
-                _number(self.candidate), _number(self.ratio, "{:.3f}"), ci, p_value,
+                _number(self.candidate), _number(self.ratio, "{:.3f}"), ci, p_value, count,
                 self.verdict]
 
     def as_dict(self) -> dict[str, Any]:
@@ -254,7 +265,11 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                                       baseline=value if after is None else None,
                                       candidate=value if before is None else None))
         elif before.samples and after.samples:
-            test = RatioTest.of(before.samples, after.samples)
+            if len(before.runs) >= MIN_RUNS and len(after.runs) >= MIN_RUNS:
+                test = RatioTest.of_runs([np.asarray(r) for r in before.runs],
+                                         [np.asarray(r) for r in after.runs])
+            else:
+                test = RatioTest.of(before.samples, after.samples)
             rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
                                                                    threshold_pct),
                                       baseline=test.baseline_median,
@@ -293,6 +308,11 @@ class Comparison:
             "no spec in common between baseline and candidate"]
         lines += [f"only in baseline: {g.workload} ({g.label})" for g in self.only_in_baseline]
         lines += [f"only in candidate: {g.workload} ({g.label})" for g in self.only_in_candidate]
+        if any(row.test is not None and row.test.level == "samples" for row in self.rows):
+            lines.append("note: where a side has one run of a spec, its steps are the samples; "
+                         "they share that run's machine state, so run-to-run variation is not "
+                         f"in the interval (repeat runs, e.g. --repeat {SUGGESTED_REPEATS}, "
+                         "make runs the unit)")
         lines.append(self.summary())
         return "\n".join(lines)
 

@@ -59,6 +59,13 @@ def _preflight_data(specs: list[RunSpec]) -> None:
         get_workload(spec.workload).datasets(spec.size, spec.data, spec.seed)
 
 
+def in_rounds(counts: list[tuple[Any, int]]) -> list[Any]:
+    """Repeats round by round (A B C, A B C), not back to back: each spec's runs then sample
+    the machine at different times, so their spread shows its run-to-run noise."""
+    rounds = max((count for _, count in counts), default=0)
+    return [item for index in range(rounds) for item, count in counts if count > index]
+
+
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
     hostfile = getattr(args, "hostfile", None)
     if hostfile and not Path(hostfile).is_file():
@@ -82,10 +89,8 @@ def run_command(args: argparse.Namespace) -> int:
     store.ensure_writable()
     store.reconcile_index()
 
-    work: list[RunSpec] = []
-    for spec, repeat in planned:
-        done = store.count_success(spec.key()) if args.resume else 0
-        work.extend([spec] * max(0, repeat - done))
+    work = in_rounds([(spec, repeat - (store.count_success(spec.key()) if args.resume else 0))
+                      for spec, repeat in planned])
     if args.resume and len(work) < sum(r for _, r in planned):
         print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
               f"{store.root}", file=sys.stderr)

@@ -166,7 +166,9 @@ def test_stores_as_inputs_pool_repeats(tmp_path: Path, capsys: pytest.CaptureFix
     assert "only in candidate: lstm (tiny/cpu/fp32/none/ws1/bs16)" in out
     written = json.loads((tmp_path / "cmp.json").read_text())
     rows = {row["metric"]: row for row in written["rows"]}
-    assert rows["step_time"]["n_baseline"] == 12 and rows["step_time"]["n_candidate"] == 12
+    # Two runs a side: runs, not their 12 steps, are the unit of the statistics.
+    assert rows["step_time"]["n_baseline"] == 2 and rows["step_time"]["n_candidate"] == 2
+    assert rows["step_time"]["level"] == "runs"
     assert rows["step_time"]["verdict"] == "regression"
     assert rows["step_time"]["ratio"] == pytest.approx(1.3, rel=0.05)
     low, high = rows["step_time"]["ci95"]
@@ -343,3 +345,36 @@ def test_bootstrap_ci_is_reproducible_and_brackets_the_ratio() -> None:
     assert test.ratio == pytest.approx(1.2, rel=0.03)
     same = RatioTest.of(base, base)
     assert same.ratio == 1.0 and same.ci_low <= 1.0 <= same.ci_high
+
+
+def _runs(tmp_path: Path, side: str, levels: list[float]) -> str:
+    """One record per run; each run's steps are tight around its own level (machine state)."""
+    for index, level in enumerate(levels):
+        write(tmp_path / side / f"{side}-{index}.json",
+              make_record(f"{side}-{index}", steady_steps(seed=index, mean=0.010 * level,
+                                                          noise=0.00005)))
+    return str(tmp_path / side)
+
+
+def test_run_to_run_noise_with_repeats_is_not_a_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Five runs each of the same code on a machine whose runs differ by up to 25%: every run
+    # is tight inside, so one run against another looks "significant" step by step.
+    base = _runs(tmp_path, "base", [1.00, 1.22, 0.97, 1.10, 1.25])
+    cand = _runs(tmp_path, "cand", [1.20, 1.02, 1.24, 0.99, 1.12])
+    single_base = str(tmp_path / "base" / "base-0.json")
+    single_cand = str(tmp_path / "cand" / "cand-0.json")
+    assert main(["compare", single_base, single_cand]) == 1
+    assert "note: where a side has one run" in capsys.readouterr().out
+    assert main(["compare", base, cand]) == 0
+    out = capsys.readouterr().out
+    assert "5/5 runs" in out and "no significant regression" in last_line(out)
+
+
+def test_a_real_slowdown_across_repeats_is_a_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _runs(tmp_path, "base", [1.00, 1.03, 0.98, 1.01, 1.02])
+    cand = _runs(tmp_path, "cand", [1.30, 1.33, 1.28, 1.31, 1.35])
+    assert main(["compare", base, cand]) == 1
+    out = capsys.readouterr().out
+    assert "step_time on hep_cnn" in last_line(out) and "5/5 runs" in out

@@ -165,3 +165,10 @@ def test_resolve_applies_environment_and_validates() -> None:
     with pytest.raises(UsageError):
         resolve({"workload": "lstm", "size": "tiny", "backend": "cpu", "nproc": 2,
                  "comm": "none"}, None)
+
+
+def test_repeats_run_in_rounds_in_plan_order() -> None:
+    from harness.run_command import in_rounds
+
+    assert in_rounds([("a", 3), ("b", 1), ("c", 2)]) == ["a", "b", "c", "a", "c", "a"]
+    assert in_rounds([("a", 0), ("b", -1)]) == [] and in_rounds([]) == []
