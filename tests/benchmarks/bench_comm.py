@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 BARE = str(ROOT / "tests/benchmarks/bare_allreduce.py")
@@ -55,9 +56,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=50)
     parser.add_argument("--skip-mpi", action="store_true")
+    parser.add_argument("--skip-gloo", action="store_true")
     args = parser.parse_args()
-    variants = {"bare torch.distributed (gloo)": lambda: bare("torch", args.iters),
-                "dtbench comm --comm gloo": lambda: dtbench("gloo", "torchrun", args.iters)}
+    variants: dict[str, Any] = {}
+    if not args.skip_gloo:
+        variants |= {"bare torch.distributed (gloo)": lambda: bare("torch", args.iters),
+                     "dtbench comm --comm gloo": lambda: dtbench("gloo", "torchrun", args.iters)}
     if not args.skip_mpi:
         variants |= {"bare mpi4py Allreduce": lambda: bare("mpi4py", args.iters),
                      "dtbench comm --comm mpi": lambda: dtbench("mpi", "mpirun", args.iters)}
@@ -74,7 +78,8 @@ def main() -> None:
     print(f"\n4 MiB allreduce, 2 ranks, busbw over {args.rounds} rounds (median / best):")
     for name, values in results.items():
         print(f"  {name:30s} {statistics.median(values):7.3f} / {max(values):7.3f} GB/s")
-    pairs = [("gloo", "dtbench comm --comm gloo", "bare torch.distributed (gloo)")]
+    pairs = [] if args.skip_gloo else [("gloo", "dtbench comm --comm gloo",
+                                        "bare torch.distributed (gloo)")]
     if not args.skip_mpi:
         pairs.append(("mpi", "dtbench comm --comm mpi", "bare mpi4py Allreduce"))
     for label, ours, reference in pairs:
