@@ -54,7 +54,7 @@ class PerfCounterTimer(StepTimer):
         return list(self._times)
 
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
 TRIM_THRESHOLD_BYTES = 2**30
 MMAP_THRESHOLD_BYTES = 32 * 2**20  # glibc's upper bound for this setting on 64-bit
 
@@ -65,20 +65,24 @@ def tune_allocator() -> dict[str, Any]:
     By default glibc unmaps or trims large freed blocks, so every training step page-faults
     its activations back in; on a 2-core machine that costs ResNet-50 bf16 up to a third of
     its step time. Raising the trim and mmap thresholds (what jemalloc/tcmalloc setups
-    achieve by preloading) keeps them. DTBENCH_MALLOC_TUNING=0 turns this off.
+    achieve by preloading) keeps them. Blocks above 32 MiB (glibc's highest mmap threshold;
+    a 256x56x56 activation at batch 32) would still be mapped afresh every step, so mmap is
+    switched off for malloc altogether (M_MMAP_MAX=0): they come from the heap and are reused.
+    DTBENCH_MALLOC_TUNING=0 turns this off.
     """
     if os.environ.get("DTBENCH_MALLOC_TUNING", "1") == "0":
         return {"malloc_tuning": "off (DTBENCH_MALLOC_TUNING=0)"}
     try:
         libc = ctypes.CDLL("libc.so.6")
         applied = (libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
-                   and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1)
+                   and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
+                   and libc.mallopt(M_MMAP_MAX, 0) == 1)
     except (OSError, AttributeError):
         return {"malloc_tuning": "unavailable (no glibc mallopt)"}
     if not applied:
         return {"malloc_tuning": "rejected by mallopt"}
     return {"malloc_tuning": f"glibc trim_threshold={TRIM_THRESHOLD_BYTES} "
-                             f"mmap_threshold={MMAP_THRESHOLD_BYTES}"}
+                             f"mmap_threshold={MMAP_THRESHOLD_BYTES} mmap_max=0"}
 
 
 def _read_status_kib(field: str) -> int | None:
