@@ -122,6 +122,21 @@ def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: 
     assert leftover([record["run_id"]]) == []
 
 
+def test_a_suite_goes_on_after_a_run_whose_rank_was_killed(tmp_path: Path) -> None:
+    suite = tmp_path / "two.toml"
+    # The fault fires at measured step 4: the 8-step run reaches it, the 3-step run does not.
+    suite.write_text('[defaults]\nworkload = "hep_cnn"\nsize = "tiny"\nnproc = 2\n'
+                     'comm = "gloo"\nthreads = 1\n[[runs]]\nsteps = 8\n[[runs]]\nsteps = 3\n')
+    out = tmp_path / "store"
+    result = dtbench("run", str(suite), "-q", "--out", str(out), env={"DTBENCH_FAULT": "kill:1:4"},
+                     timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = sorted(records(out), key=lambda r: r["spec"]["steps"], reverse=True)
+    assert [r["status"] for r in found] == ["failed", "success"]
+    assert "rank 1 killed by SIGKILL" in found[0]["error"]
+    assert leftover([r["run_id"] for r in found]) == []
+
+
 def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path) -> None:
     out = tmp_path / "store"
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--size", "tiny",
