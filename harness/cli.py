@@ -64,17 +64,6 @@ def percentage(text: str) -> float:
     return value
 
 
-def _extend(values: list[Any] | None) -> list[Any] | None:
-    if not values:
-        return None
-    flat: list[Any] = []
-    for value in values:
-        for item in value if isinstance(value, list) else [value]:
-            if item not in flat:
-                flat.append(item)
-    return flat
-
-
 def build_parser() -> Parser:
     from harness.spec import (
         COMM_CHOICES,

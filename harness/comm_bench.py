@@ -57,6 +57,11 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             low, high = parse_size(low_text), parse_size(high_text)
             if low > high:
                 raise UsageError(f"--sizes: range {part!r} runs backwards")
+            uneven = [t for t, v in ((low_text, low), (high_text, high)) if v & (v - 1)]
+            if uneven:
+                raise UsageError(f"--sizes: range {part!r}: {uneven[0].strip()!r} is not a "
+                                 "power of two; ranges go by powers of two, e.g. 1K:64M "
+                                 "(list other sizes with commas)")
             size = low
             while size <= high:
                 sizes.append(size)

@@ -23,12 +23,23 @@ CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", 
                 "channels_last", "compile", "data", "seed", "bucket_mb", "compression")
 
 
-def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
-    from harness.cli import _extend
+def merge_repeated(values: list[Any] | None) -> list[Any] | None:
+    """A repeated option's values (`-n 1,2 -n 4` arrives as [[1, 2], [4]]) as one list, in
+    order, each once; None when the option was not given."""
+    if not values:
+        return None
+    flat: list[Any] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if item not in flat:
+                flat.append(item)
+    return flat
 
+
+def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
     for key in ("workload", "size", "backend", "comm", "precision", "nproc"):
-        options[key] = _extend(options[key])
+        options[key] = merge_repeated(options[key])
     return options
 
 

@@ -101,8 +101,10 @@ def mpi_version() -> dict[str, str] | None:
                              timeout=30, check=True).stdout.splitlines()
     except (subprocess.SubprocessError, OSError):
         return {"implementation": "unknown", "mpi4py": "import failed"}
-    return {"implementation": out[0].strip() if out else "unknown",
-            "mpi4py": out[1].strip() if len(out) > 1 else "unknown"}
+    # Open MPI's version string ends in a NUL byte; records keep printable text only.
+    clean = ["".join(c for c in line if c.isprintable()).strip() for line in out]
+    return {"implementation": clean[0] if clean and clean[0] else "unknown",
+            "mpi4py": clean[1] if len(clean) > 1 and clean[1] else "unknown"}
 
 
 def _package_version(name: str) -> str | None:

@@ -68,6 +68,7 @@ BAD_INPUTS = [
     ("comm size with unknown suffix", ["comm", "--sizes", "4Q"], "cannot read '4Q'"),
     ("comm size zero", ["comm", "--sizes", "0"], "'0' is outside"),
     ("comm range backwards", ["comm", "--sizes", "64M:1K"], "runs backwards"),
+    ("comm range not powers of two", ["comm", "--sizes", "3K:64M"], "not a power of two"),
     ("comm unknown collective", ["comm", "--op", "gather"], "unknown collective 'gather'"),
     ("comm zero iterations", ["comm", "--iters", "0"], "--iters"),
     ("comm several rank counts", ["comm", "-n", "1,2"], "one -n value"),

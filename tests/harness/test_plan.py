@@ -172,3 +172,11 @@ def test_repeats_run_in_rounds_in_plan_order() -> None:
 
     assert in_rounds([("a", 3), ("b", 1), ("c", 2)]) == ["a", "b", "c", "a", "c", "a"]
     assert in_rounds([("a", 0), ("b", -1)]) == [] and in_rounds([]) == []
+
+
+def test_repeated_options_merge_in_order_without_duplicates() -> None:
+    from harness.run_command import merge_repeated
+
+    assert merge_repeated([[1, 2], [4], [2]]) == [1, 2, 4]
+    assert merge_repeated(["lstm", "alexnet", "lstm"]) == ["lstm", "alexnet"]
+    assert merge_repeated(None) is None and merge_repeated([]) is None

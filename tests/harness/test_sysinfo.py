@@ -59,3 +59,13 @@ def test_interconnect_tolerates_links_of_unknown_speed(monkeypatch: pytest.Monke
         "lo": nic(True, 0), "eth0": nic(True, 0), "veth1": nic(True, 10000)})
     found = sysinfo.interconnect()
     assert found is not None and found["interface"] == "veth1"
+
+
+def test_mpi_version_keeps_printable_text_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    monkeypatch.setattr("backends.base.module_available", lambda name: True)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(
+        stdout="Open MPI v5.0.11, ident: 5.0.11\x00\n4.1.2\n"))
+    assert sysinfo.mpi_version() == {"implementation": "Open MPI v5.0.11, ident: 5.0.11",
+                                     "mpi4py": "4.1.2"}
