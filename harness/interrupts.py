@@ -55,9 +55,22 @@ def stop_signals_raise() -> Iterator[None]:
 @contextmanager
 def stop_signals_deferred() -> Iterator[None]:
     """Hold stop signals until the block is done (a record and its index row are written
-    together or not at all); a signal that arrived meanwhile is delivered afterwards."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    together or not at all); a signal that arrived meanwhile is delivered afterwards.
+
+    The handlers are swapped, not the signal mask: a process-directed signal may land on any
+    thread (torch's workers, multiprocessing's helpers), and Python then runs the main
+    thread's handler whatever the main thread's mask says.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run in the main thread only: an interrupt cannot land in this block
+        return
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum))
+                for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for sig, old in previous.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
