@@ -118,7 +118,8 @@ class RatioTest:
 
     @classmethod
     def of(cls, baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
-           resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> RatioTest:
+           resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+           level: str = "samples") -> RatioTest:
         a = np.asarray(baseline, dtype=float)
         b = np.asarray(candidate, dtype=float)
         if a.size == 0 or b.size == 0:
@@ -128,7 +129,7 @@ class RatioTest:
         return cls(n_baseline=int(a.size), n_candidate=int(b.size),
                    baseline_median=base_median, candidate_median=cand_median,
                    ratio=ratio_of(base_median, cand_median), ci_low=ci_low, ci_high=ci_high,
-                   p_value=mann_whitney_p(a, b))
+                   p_value=mann_whitney_p(a, b), level=level)
 
     @classmethod
     def of_runs(cls, baseline: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
@@ -140,16 +141,11 @@ class RatioTest:
         their step-level intervals admit. With repeats on both sides the interval comes from
         resampling runs, and the rank test is applied to the run medians.
         """
-        a = np.asarray([np.median(run) for run in baseline if len(run)], dtype=float)
-        b = np.asarray([np.median(run) for run in candidate if len(run)], dtype=float)
-        if a.size == 0 or b.size == 0:
+        a = [float(np.median(run)) for run in baseline if len(run)]
+        b = [float(np.median(run)) for run in candidate if len(run)]
+        if not a or not b:
             raise ValueError("both sides need runs with samples")
-        base_median, cand_median = float(np.median(a)), float(np.median(b))
-        ci_low, ci_high = bootstrap_ratio_ci(a, b, resamples, seed)
-        return cls(n_baseline=int(a.size), n_candidate=int(b.size),
-                   baseline_median=base_median, candidate_median=cand_median,
-                   ratio=ratio_of(base_median, cand_median), ci_low=ci_low, ci_high=ci_high,
-                   p_value=mann_whitney_p(a, b), level="runs")
+        return cls.of(a, b, resamples, seed, level="runs")
 
     def significant(self, higher_is_better: bool, worse: bool, alpha: float = ALPHA) -> bool:
         """The CI lies wholly on the worse (or, with worse=False, the better) side of 1, and

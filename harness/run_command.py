@@ -115,21 +115,22 @@ def run_command(args: argparse.Namespace) -> int:
                 records.append(outcome.record)
     except Interrupted as stop:
         progress.end(f"interrupted by {stop.signal_name}")
-        if records:
-            print(summary_table(records))
-        if json_target is not None:
-            write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+        _show_and_save(records, json_target)
         stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
                         f"{len(work)}: {len(records)} completed record(s) kept in {store.root}, "
                         "the interrupted run left nothing; add --resume to run the rest")
         raise
+    _show_and_save(records, json_target)
+    if not records:
+        print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
+              if work else "nothing to run: every planned run is already complete")
+    print(f"records: {store.root}", file=sys.stderr)
+    return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:
+    """The summary table of the records made, and the --json file (also when interrupted)."""
     if records:
         print(summary_table(records))
-    elif work:
-        print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records")
-    else:
-        print("nothing to run: every planned run is already complete")
-    print(f"records: {store.root}", file=sys.stderr)
     if json_target is not None:
         write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
-    return 1 if any(r["status"] == "failed" for r in records) else 0

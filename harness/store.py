@@ -160,14 +160,20 @@ class Store:
         self.index_path.unlink(missing_ok=True)
         for suffix in ("-wal", "-shm"):
             Path(str(self.index_path) + suffix).unlink(missing_ok=True)
+        rows = self._rows(self.record_paths())
+        self._index(rows)
+        return len(rows)
+
+    def _rows(self, paths: list[Path]) -> list[tuple[Any, ...]]:
+        """Index rows of the loadable records among `paths`; damaged files stay out of the
+        index (report and compare warn about them)."""
         rows = []
-        for path in self.record_paths():
+        for path in paths:
             try:
                 rows.append(self._row(load_record(path), path))
             except SchemaError:
                 continue
-        self._index(rows)
-        return len(rows)
+        return rows
 
     def find_baseline(self, spec: Any) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
@@ -210,12 +216,7 @@ class Store:
         except sqlite3.DatabaseError:
             return self.rebuild_index()
         paths = {p.name: p for p in self.record_paths()}
-        rows = []
-        for name in sorted(set(paths) - indexed):
-            try:
-                rows.append(self._row(load_record(paths[name]), paths[name]))
-            except SchemaError:
-                continue  # damaged files stay out of the index; report and compare warn
+        rows = self._rows([paths[name] for name in sorted(set(paths) - indexed)])
         gone = sorted(indexed - set(paths))
         if rows:
             self._index(rows)

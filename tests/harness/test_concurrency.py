@@ -65,6 +65,20 @@ def _record_files(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.suffix == ".json")
 
 
+def _run_workers(target: Any, argument: Any) -> list[int | None]:
+    """WORKERS spawned processes running target(argument, worker, barrier), released at
+    once by the barrier; their exit codes."""
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(WORKERS)
+    workers = [context.Process(target=target, args=(argument, worker, start))
+               for worker in range(WORKERS)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=120)
+    return [p.exitcode for p in workers]
+
+
 def test_index_uses_wal_and_a_busy_timeout(tmp_path: Path) -> None:
     connection = Store(tmp_path)._connect()
     try:
@@ -76,15 +90,7 @@ def test_index_uses_wal_and_a_busy_timeout(tmp_path: Path) -> None:
 
 def test_four_writers_lose_nothing_and_corrupt_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(WORKERS)
-    workers = [context.Process(target=_write_records, args=(str(root), worker, start))
-               for worker in range(WORKERS)]
-    for process in workers:
-        process.start()
-    for process in workers:
-        process.join(timeout=120)
-    assert [p.exitcode for p in workers] == [0] * WORKERS
+    assert _run_workers(_write_records, str(root)) == [0] * WORKERS
 
     files = _record_files(root)
     assert len(files) == WORKERS * RECORDS_PER_WORKER
@@ -109,15 +115,7 @@ def test_four_writers_creating_a_store_at_once_all_succeed(tmp_path: Path) -> No
     """Creating the index (and switching it to WAL) is the moment writers collide; SQLite
     answers `database is locked` there without waiting, so it is raced many times."""
     roots = [str(tmp_path / f"store{n}") for n in range(30)]
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(WORKERS)
-    workers = [context.Process(target=_race_to_create, args=(roots, worker, start))
-               for worker in range(WORKERS)]
-    for process in workers:
-        process.start()
-    for process in workers:
-        process.join(timeout=120)
-    assert [p.exitcode for p in workers] == [0] * WORKERS
+    assert _run_workers(_race_to_create, roots) == [0] * WORKERS
     for root in map(Path, roots):
         assert len(_record_files(root)) == WORKERS
         assert len(_index_rows(root)) == WORKERS
