@@ -14,7 +14,6 @@ import statistics
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +22,7 @@ from harness.compare_stats import ALPHA, RatioTest, finite_samples, ratio_of
 from harness.errors import UsageError
 from harness.record import finite_json, one_line
 from harness.sources import load_inputs
-from harness.store import write_atomic
+from harness.store import check_output_file, write_atomic
 from harness.table import render_table
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
@@ -377,6 +376,7 @@ def load_side(path: str) -> list[dict[str, Any]]:
 
 
 def command(args: argparse.Namespace) -> int:
+    target = check_output_file(args.json_file, "--json") if args.json_file else None
     baseline, candidate = load_side(args.baseline), load_side(args.candidate)
     comparison = compare_records(baseline, candidate, float(args.threshold))
     mismatch = machine_mismatch(
@@ -387,11 +387,10 @@ def command(args: argparse.Namespace) -> int:
     if not comparison.rows:
         warn(f"{args.baseline} and {args.candidate} have no spec in common: nothing compared")
     print(comparison.render())
-    if args.json_file:
-        target = Path(args.json_file)
+    if target is not None:
         try:
             write_atomic(target, json.dumps(comparison.as_dict(), indent=1, allow_nan=False)
                          + "\n")
         except OSError as exc:
-            raise UsageError(f"{target}: cannot write ({exc.strerror or exc})") from None
+            raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
     return EXIT_REGRESSION if comparison.regressions else EXIT_OK

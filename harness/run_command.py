@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from harness.plan import plan_runs
 from harness.progress import Progress
 from harness.runner import Runner
 from harness.spec import LaunchOptions, RunSpec
-from harness.store import Store, write_atomic
+from harness.store import Store, check_output_file, write_atomic
 from harness.suites import load_suite
 from harness.table import summary_table
 
@@ -46,16 +45,11 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
 def _check_json_target(path: str, store_root: Path) -> Path:
     """The --json file's directory must exist, or be the store that is about to be created."""
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise UsageError(f"--json {path}: is a directory")
-    if parent.resolve() == store_root.resolve():
+    if target.parent.resolve() == store_root.resolve() and not store_root.exists():
+        if target.is_dir():
+            raise UsageError(f"--json {path}: is a directory; name a file")
         return target
-    if not parent.is_dir():
-        raise UsageError(f"--json {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--json {path}: directory {parent} is not writable")
-    return target
+    return check_output_file(path, "--json")
 
 
 def _preflight_data(specs: list[RunSpec]) -> None:

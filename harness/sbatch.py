@@ -30,6 +30,7 @@ from typing import Any
 
 from harness import __version__
 from harness.errors import UsageError
+from harness.store import check_output_file
 
 DEFAULT_TIME = "01:00:00"
 DEFAULT_LOG = "dtbench-%x-%j.out"
@@ -276,11 +277,7 @@ def command(args: argparse.Namespace) -> int:
     if not args.output:
         sys.stdout.write(script)
         return 0
-    target = Path(args.output)
-    if target.is_dir():
-        raise UsageError(f"--output {args.output}: is a directory")
-    if not target.parent.is_dir():
-        raise UsageError(f"--output {args.output}: directory {target.parent} does not exist")
+    target = check_output_file(args.output, "--output")
     try:
         target.write_text(script, encoding="utf-8")
         target.chmod(0o755)

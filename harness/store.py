@@ -77,6 +77,25 @@ def write_atomic(path: Path, text: str, exclusive: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def check_output_file(path: str, option: str) -> Path:
+    """An output file named on the command line, before any work: not a directory, in a
+    directory that exists and takes files; UsageError naming `option` otherwise."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name a file")
+    folder = target.parent
+    if not folder.is_dir():
+        raise UsageError(f"{option} {path}: directory {folder} does not exist")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write in {folder} "
+                         f"({exc.strerror or exc})") from None
+    return target
+
+
 class Store:
     """Record files named so they sort by time, plus an index that can always be rebuilt."""
 

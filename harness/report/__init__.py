@@ -7,9 +7,7 @@ the same bytes until a record changes.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from harness.errors import UsageError
@@ -17,7 +15,7 @@ from harness.report import csv_format, html, markdown
 from harness.report.tables import build_report, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
 from harness.sources import Loaded, load_inputs
-from harness.store import TMP_PREFIX, write_atomic
+from harness.store import check_output_file, write_atomic
 
 FORMATS = ("md", "html", "csv")
 SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}
@@ -36,22 +34,7 @@ def choose_format(fmt: str | None, output: str | None) -> str:
 
 def check_output(output: str | None) -> Path | None:
     """The -o path, after proving its directory exists and takes files (before any work)."""
-    if output is None:
-        return None
-    path = Path(output)
-    if path.is_dir():
-        raise UsageError(f"-o {output}: is a directory; name a file")
-    folder = path.parent
-    if not folder.is_dir():
-        raise UsageError(f"-o {output}: directory {folder} does not exist")
-    try:
-        handle, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=folder)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as exc:
-        raise UsageError(f"-o {output}: cannot write in {folder} "
-                         f"({exc.strerror or exc})") from None
-    return path
+    return None if output is None else check_output_file(output, "-o")
 
 
 def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> str:
