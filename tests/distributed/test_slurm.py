@@ -118,6 +118,18 @@ def _slurmd_log(cluster: OneNodeCluster) -> str:
     return (cluster.folder / "slurmd.log").read_text(errors="replace")
 
 
+def _skipped_run(tmp_path: Path, env: dict[str, str],
+                 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """A 2-rank Slurm run that must end at once, exit 0, and leave one `skipped` record."""
+    out = tmp_path / "r.json"
+    result = _run([*DTBENCH, "run", *TINY_2_RANKS, "--out", str(tmp_path / "store"),
+                   "--json", str(out)], tmp_path, env)
+    assert result.returncode == 0, result.stderr
+    [record] = _records(out)
+    assert record["status"] == "skipped"
+    return result, record
+
+
 def test_run_outside_an_allocation_is_a_skipped_record(tmp_path: Path, peak_cache: Path) -> None:
     """srun is there (a stand-in here) but SLURM_JOB_ID is not: skipped, naming the cause."""
     stub_dir = tmp_path / "bin"
@@ -128,12 +140,7 @@ def test_run_outside_an_allocation_is_a_skipped_record(tmp_path: Path, peak_cach
     env = _clean_env()
     env["PATH"] = os.pathsep.join([str(stub_dir), env.get("PATH", os.defpath)])
     env["DTBENCH_CACHE_DIR"] = str(peak_cache)
-    out = tmp_path / "r.json"
-    result = _run([*DTBENCH, "run", *TINY_2_RANKS, "--out", str(tmp_path / "store"),
-                   "--json", str(out)], tmp_path, env)
-    assert result.returncode == 0, result.stderr
-    [record] = _records(out)
-    assert record["status"] == "skipped"
+    result, record = _skipped_run(tmp_path, env)
     assert "allocation" in record["error"] and "SLURM_JOB_ID" in record["error"]
     assert record["spec"]["launcher"] == "slurm"
     assert "stand-in" not in result.stderr
@@ -145,12 +152,7 @@ def test_run_without_srun_is_a_skipped_record(tmp_path: Path, peak_cache: Path) 
     env = _clean_env()
     env["PATH"] = str(empty)
     env["DTBENCH_CACHE_DIR"] = str(peak_cache)
-    out = tmp_path / "r.json"
-    result = _run([*DTBENCH, "run", *TINY_2_RANKS, "--out", str(tmp_path / "store"),
-                   "--json", str(out)], tmp_path, env)
-    assert result.returncode == 0, result.stderr
-    [record] = _records(out)
-    assert record["status"] == "skipped"
+    _, record = _skipped_run(tmp_path, env)
     assert "srun" in record["error"]
 
 
