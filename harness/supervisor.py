@@ -47,6 +47,34 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
+
+
+def torchrun_root_cause(log: str) -> tuple[int, int] | None:
+    """The failed rank and its exit code (negative: killed by that signal) from torchrun's
+    failure report, or None before torchrun has printed one.
+
+    torchrun names as root cause the failure with the earliest time stamp. A rank that is
+    SIGKILLed leaves no error file, so its time is when torchrun noticed; a peer that then
+    fails on the broken connection can write its error file first and be named instead. A
+    rank killed by a signal is the cause, an exit with an error code its consequence, so a
+    killed rank among the other failures wins; SIGTERM does not count, since it is how
+    torchrun itself stops the ranks left after a failure.
+    """
+    report, found, cause = log.rpartition("Root Cause (first observed failure)")
+    first = _TORCHRUN_ENTRY.search(cause) if found else None
+    if first is None:
+        return None
+    root = (int(first.group(1)), int(first.group(2)))
+    if root[1] >= 0 or root[1] == -signal.SIGTERM:
+        others = report.rpartition("Failures:")[2]
+        killed = [(int(rank), int(code)) for rank, code in _TORCHRUN_ENTRY.findall(others)
+                  if int(code) < 0 and int(code) != -signal.SIGTERM]
+        if killed:
+            return killed[0]
+    return root
+
+
 def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
     """Kill any process left with this run's id in its environment; returns their pids."""
     killed = []
@@ -215,7 +243,14 @@ class Supervisor:
                 note(0, "hung", hung)
             root = self._torchrun_root_cause()
             if root is not None:
-                note(-1, "torchrun root cause", root)
+                rank, code = root
+                state = states.get(rank)
+                if code >= 0 and state is not None and state.status == "failed":
+                    note(-1, "torchrun root cause", f"rank {rank}: {state.error}")
+                else:
+                    how = (f"killed by {_signal_name(code)}" if code < 0
+                           else f"exited with code {code}")
+                    note(-1, "torchrun root cause", f"rank {rank} {how} (torchrun)")
             if not running:
                 break
             if failures and (time.monotonic() - min(f[1] for f in failures) > GRACE_S
@@ -250,25 +285,17 @@ class Supervisor:
             return False
         return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
 
-    def _torchrun_root_cause(self) -> str | None:
-        """torchrun's own verdict ("Root Cause (first observed failure)"), once it prints it."""
+    def _torchrun_root_cause(self) -> tuple[int, int] | None:
+        """torchrun's failure report, once it has printed one: (rank, exit code)."""
         if self.spec.launcher != "torchrun":
             return None
         for path in self.run_dir.glob("launcher-*.log"):
             try:
-                text = path.read_text(errors="replace")
+                found = torchrun_root_cause(path.read_text(errors="replace"))
             except OSError:
                 continue
-            _, found, cause = text.partition("Root Cause (first observed failure)")
-            if not found:
-                continue
-            rank = re.search(r"rank\s*:\s*(\d+)", cause)
-            code = re.search(r"exitcode\s*:\s*(-?\d+)", cause)
-            if rank and code:
-                value = int(code.group(1))
-                how = (f"killed by {_signal_name(value)}" if value < 0
-                       else f"exited with code {value}")
-                return f"rank {rank.group(1)} {how} (torchrun)"
+            if found is not None:
+                return found
         return None
 
     def _log_tail(self) -> str:
