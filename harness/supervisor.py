@@ -47,6 +47,17 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+# Deaths that usually follow another rank's failure rather than cause one: SIGTERM is how
+# torchrun, mpirun and dtbench stop the ranks left after a failure, and gloo aborts a rank
+# (SIGABRT) whose peer vanished in the middle of a collective.
+CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
+
+
+def killed_by_cause(code: int) -> bool:
+    """An exit code that says the process was killed by a signal that is itself a cause."""
+    return code < 0 and -code not in CONSEQUENCE_SIGNALS
+
+
 _TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
@@ -56,23 +67,24 @@ def torchrun_root_cause(log: str) -> tuple[int, int] | None:
 
     torchrun names as root cause the failure with the earliest time stamp. A rank that is
     SIGKILLed leaves no error file, so its time is when torchrun noticed; a peer that then
-    fails on the broken connection can write its error file first and be named instead. A
-    rank killed by a signal is the cause, an exit with an error code its consequence, so a
-    killed rank among the other failures wins; SIGTERM does not count, since it is how
-    torchrun itself stops the ranks left after a failure.
+    fails on the broken connection can write its error file first and be named instead.
+    So the entries are ranked: killed by a causal signal first, then an exit with an error
+    code, then a consequence signal (SIGABRT); SIGTERM, torchrun's own stop, not at all.
+    torchrun's choice decides between equals.
     """
     report, found, cause = log.rpartition("Root Cause (first observed failure)")
     first = _TORCHRUN_ENTRY.search(cause) if found else None
     if first is None:
         return None
-    root = (int(first.group(1)), int(first.group(2)))
-    if root[1] >= 0 or root[1] == -signal.SIGTERM:
-        others = report.rpartition("Failures:")[2]
-        killed = [(int(rank), int(code)) for rank, code in _TORCHRUN_ENTRY.findall(others)
-                  if int(code) < 0 and int(code) != -signal.SIGTERM]
-        if killed:
-            return killed[0]
-    return root
+    others = _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2])
+    entries = [(int(rank), int(code)) for rank, code in [first.groups(), *others]]
+
+    def weight(entry: tuple[int, int]) -> int:
+        code = entry[1]
+        return 0 if killed_by_cause(code) else 1 if code >= 0 else 3 \
+            if code == -signal.SIGTERM else 2
+
+    return min(entries, key=weight)
 
 
 def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
@@ -210,10 +222,10 @@ class Supervisor:
         A dead, killed or hung rank is the cause; errors that its peers then report
         ("connection closed by peer") are consequences, so they rank lower.
         """
-        failures: list[tuple[int, float, str]] = []  # (priority, seen at, reason)
+        failures: list[tuple[float, float, str]] = []  # (priority, seen at, reason)
         seen: set[str] = set()
 
-        def note(priority: int, key: str, reason: str) -> None:
+        def note(priority: float, key: str, reason: str) -> None:
             if key not in seen:
                 seen.add(key)
                 failures.append((priority, time.monotonic(), reason))
@@ -227,13 +239,20 @@ class Supervisor:
             for proc, rank in self.procs:
                 code = proc.returncode
                 if code is not None and code < 0 and rank is not None:
-                    note(0, f"rank {rank}", f"rank {rank} killed by {_signal_name(code)}")
+                    # A peer aborted or stopped by a signal is more likely a consequence
+                    # than a rank that reported its own error (priority 1).
+                    note(0 if killed_by_cause(code) else 1.5, f"rank {rank}",
+                         f"rank {rank} killed by {_signal_name(code)}")
                 elif code not in (None, 0):
                     who = f"rank {rank}" if rank is not None else self.spec.launcher
                     note(2, who, self._describe_exit(who, code, states, rank))
+            direct = {rank for _, rank in self.procs if rank is not None}
             for rank, state in states.items():
+                # A rank started directly is judged by its exit code above; this finds ranks
+                # under torchrun or mpirun that vanished, whose exit codes dtbench never sees.
                 if state.status is None and state.pid and state.host == socket.gethostname() \
-                        and rank in self._local_ranks() and not psutil.pid_exists(state.pid):
+                        and rank in self._local_ranks() and rank not in direct \
+                        and not psutil.pid_exists(state.pid):
                     note(0, f"rank {rank}", f"rank {rank} died (process {state.pid} vanished "
                                             f"during {state.phase})")
                 if state.status == "failed":

@@ -1,7 +1,9 @@
 """Reading torchrun's failure report: which rank caused a failed run."""
 from __future__ import annotations
 
-from harness.supervisor import torchrun_root_cause
+import signal
+
+from harness.supervisor import killed_by_cause, torchrun_root_cause
 
 RULE = "-" * 55
 
@@ -45,3 +47,21 @@ def test_a_killed_rank_outranks_a_peer_that_reported_first() -> None:
 def test_sigterm_from_torchrun_is_not_a_cause() -> None:
     text = report(entry(0, 0, 1), [entry(1, 1, -15, "  (SIGTERM)")])
     assert torchrun_root_cause(text) == (0, 1)
+
+
+def test_a_rank_that_exited_with_an_error_outranks_an_aborted_peer() -> None:
+    """gloo aborts (SIGABRT) a rank whose peer vanished mid-collective: the peer that exited
+    with its own error (out of memory, say) is the cause, whichever torchrun saw first."""
+    aborted = entry(0, 0, -6, "  (SIGABRT)")
+    assert torchrun_root_cause(report(aborted, [entry(1, 1, 1)])) == (1, 1)
+    assert torchrun_root_cause(report(entry(0, 1, 1), [entry(1, 0, -6)])) == (1, 1)
+
+
+def test_an_abort_alone_is_still_the_cause() -> None:
+    assert torchrun_root_cause(report(entry(0, 1, -6, "  (SIGABRT)"), [])) == (1, -6)
+
+
+def test_signal_classes() -> None:
+    assert killed_by_cause(-signal.SIGKILL) and killed_by_cause(-signal.SIGSEGV)
+    assert not killed_by_cause(-signal.SIGABRT) and not killed_by_cause(-signal.SIGTERM)
+    assert not killed_by_cause(1) and not killed_by_cause(0)
