@@ -121,7 +121,8 @@ class RankReporter:
 
     def finish(self, status: str, error: str | None = None) -> None:
         self._write(f"status-{self.who.rank}.json",
-                    {"rank": self.who.rank, "status": status, "error": error})
+                    {"rank": self.who.rank, "status": status, "error": error,
+                     "time": time.time()})
 
 
 def gather_results(result: dict[str, Any]) -> list[dict[str, Any]] | None:

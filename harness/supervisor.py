@@ -59,32 +59,29 @@ def killed_by_cause(code: int) -> bool:
 
 
 _TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
+_OPEN_MPI_KILL = re.compile(
+    r"noticed that process rank (\d+) with PID \d+ on node \S+ exited\s+on\s+signal (\d+)")
 
 
-def torchrun_root_cause(log: str) -> tuple[int, int] | None:
-    """The failed rank and its exit code (negative: killed by that signal) from torchrun's
-    failure report, or None before torchrun has printed one.
+def launcher_kills(log: str) -> list[tuple[int, int]]:
+    """(rank, -signal) for each rank that the launcher's own report says a signal killed,
+    leaving out CONSEQUENCE_SIGNALS; torchrun's root cause first.
 
-    torchrun names as root cause the failure with the earliest time stamp. A rank that is
-    SIGKILLed leaves no error file, so its time is when torchrun noticed; a peer that then
-    fails on the broken connection can write its error file first and be named instead.
-    So the entries are ranked: killed by a causal signal first, then an exit with an error
-    code, then a consequence signal (SIGABRT); SIGTERM, torchrun's own stop, not at all.
-    torchrun's choice decides between equals.
+    torchrun prints its failures (the others first, then the "Root Cause (first observed
+    failure)") when it exits. It picks the root cause by time stamp, and a SIGKILLed rank,
+    which leaves no error file, is stamped when torchrun noticed: a peer failing on the
+    broken connection can be stamped earlier and named instead. So the killed rank is
+    looked for among all the entries. Open MPI says "... noticed that process rank 1 with
+    PID ... exited on signal 9 (Killed)".
     """
+    kills: list[tuple[int, int]] = []
     report, found, cause = log.rpartition("Root Cause (first observed failure)")
-    first = _TORCHRUN_ENTRY.search(cause) if found else None
-    if first is None:
-        return None
-    others = _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2])
-    entries = [(int(rank), int(code)) for rank, code in [first.groups(), *others]]
-
-    def weight(entry: tuple[int, int]) -> int:
-        code = entry[1]
-        return 0 if killed_by_cause(code) else 1 if code >= 0 else 3 \
-            if code == -signal.SIGTERM else 2
-
-    return min(entries, key=weight)
+    if found:
+        entries = (_TORCHRUN_ENTRY.findall(cause)
+                   + _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2]))
+        kills += [(int(rank), int(code)) for rank, code in entries]
+    kills += [(int(rank), -int(number)) for rank, number in _OPEN_MPI_KILL.findall(log)]
+    return [kill for kill in kills if killed_by_cause(kill[1])]
 
 
 def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
@@ -116,6 +113,7 @@ class RankState:
     status: str | None = None
     error: str | None = None
     host: str | None = None
+    ended: float | None = None  # when the rank wrote its final status (time.time())
 
 
 class Supervisor:
@@ -208,6 +206,8 @@ class Supervisor:
                 continue
             state = states.setdefault(final["rank"], RankState(final["rank"]))
             state.status, state.error = final["status"], final.get("error")
+            ended = final.get("time")
+            state.ended = float(ended) if isinstance(ended, (int, float)) else None
         return states
 
     def _local_ranks(self) -> range:
@@ -220,16 +220,21 @@ class Supervisor:
         """Poll until every launcher process has exited; return a failure reason or None.
 
         A dead, killed or hung rank is the cause; errors that its peers then report
-        ("connection closed by peer") are consequences, so they rank lower.
+        ("connection closed by peer") are consequences, so they rank lower. Failures of
+        equal rank are ordered by time: a rank's own status carries the moment it failed.
         """
-        failures: list[tuple[float, float, str]] = []  # (priority, seen at, reason)
+        failures: list[tuple[float, float, str]] = []  # (priority, time, reason)
         seen: set[str] = set()
 
-        def note(priority: float, key: str, reason: str) -> None:
+        def note(priority: float, key: str, reason: str, at: float | None = None) -> None:
             if key not in seen:
                 seen.add(key)
-                failures.append((priority, time.monotonic(), reason))
+                failures.append((priority, time.time() if at is None else at, reason))
 
+        direct = {rank for _, rank in self.procs if rank is not None}
+        # Under torchrun and mpirun a vanished rank may have been stopped by the launcher
+        # after a peer failed; their reports name the ranks a signal killed (-1 below).
+        vanished_priority = 1.5 if self.spec.launcher in ("torchrun", "mpirun") else 0
         while True:
             states = self._states()
             lead = states.get(min(states)) if states else None
@@ -246,33 +251,26 @@ class Supervisor:
                 elif code not in (None, 0):
                     who = f"rank {rank}" if rank is not None else self.spec.launcher
                     note(2, who, self._describe_exit(who, code, states, rank))
-            direct = {rank for _, rank in self.procs if rank is not None}
             for rank, state in states.items():
                 # A rank started directly is judged by its exit code above; this finds ranks
-                # under torchrun or mpirun that vanished, whose exit codes dtbench never sees.
+                # under torchrun, mpirun or srun that vanished, whose exit codes dtbench
+                # never sees.
                 if state.status is None and state.pid and state.host == socket.gethostname() \
                         and rank in self._local_ranks() and rank not in direct \
                         and not psutil.pid_exists(state.pid):
-                    note(0, f"rank {rank}", f"rank {rank} died (process {state.pid} vanished "
-                                            f"during {state.phase})")
+                    note(vanished_priority, f"rank {rank}", f"rank {rank} died (process "
+                         f"{state.pid} vanished during {state.phase})")
                 if state.status == "failed":
-                    note(1, f"rank {rank} status", f"rank {rank}: {state.error}")
+                    note(1, f"rank {rank} status", f"rank {rank}: {state.error}", state.ended)
             hung = self._hung_rank(states)
             if hung is not None:
                 note(0, "hung", hung)
-            root = self._torchrun_root_cause()
-            if root is not None:
-                rank, code = root
-                state = states.get(rank)
-                if code >= 0 and state is not None and state.status == "failed":
-                    note(-1, "torchrun root cause", f"rank {rank}: {state.error}")
-                else:
-                    how = (f"killed by {_signal_name(code)}" if code < 0
-                           else f"exited with code {code}")
-                    note(-1, "torchrun root cause", f"rank {rank} {how} (torchrun)")
+            for rank, code in self._launcher_kills():
+                note(-1, f"rank {rank} killed", f"rank {rank} killed by {_signal_name(code)} "
+                                                f"({self.spec.launcher})")
             if not running:
                 break
-            if failures and (time.monotonic() - min(f[1] for f in failures) > GRACE_S
+            if failures and (time.time() - min(f[1] for f in failures) > GRACE_S
                              or any(f[2] == hung for f in failures)):
                 break
             time.sleep(POLL_S)
@@ -304,18 +302,17 @@ class Supervisor:
             return False
         return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
 
-    def _torchrun_root_cause(self) -> tuple[int, int] | None:
-        """torchrun's failure report, once it has printed one: (rank, exit code)."""
-        if self.spec.launcher != "torchrun":
-            return None
-        for path in self.run_dir.glob("launcher-*.log"):
+    def _launcher_kills(self) -> list[tuple[int, int]]:
+        """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""
+        if self.spec.launcher not in ("torchrun", "mpirun"):
+            return []
+        kills: list[tuple[int, int]] = []
+        for path in sorted(self.run_dir.glob("launcher-*.log")):
             try:
-                found = torchrun_root_cause(path.read_text(errors="replace"))
+                kills += launcher_kills(path.read_text(errors="replace"))
             except OSError:
                 continue
-            if found is not None:
-                return found
-        return None
+        return kills
 
     def _log_tail(self) -> str:
         lines: list[str] = []

@@ -104,7 +104,10 @@ def test_four_workloads_two_ranks_mpi(tmp_path: Path) -> None:
             "MPICH" in (record["software"]["mpi"] or {}).get("implementation", "")
 
 
-@pytest.mark.parametrize("launcher", ["local", "torchrun"])
+LAUNCHERS = ["local", "torchrun", pytest.param("mpirun", marks=requires_mpi)]
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: str) -> None:
     out = tmp_path / "store"
     started = time.monotonic()
@@ -137,10 +140,15 @@ def test_a_suite_goes_on_after_a_run_whose_rank_was_killed(tmp_path: Path) -> No
     assert leftover([r["run_id"] for r in found]) == []
 
 
-def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path,
+                                                                launcher: str) -> None:
+    """The rank that failed is named, not a peer that gloo then aborted (SIGABRT) or its
+    launcher stopped (SIGTERM)."""
     out = tmp_path / "store"
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--size", "tiny",
-                     "--threads", "1", "--steps", "10", "-q", "--out", str(out),
+                     "--launcher", launcher, "--threads", "1", "--steps", "10", "-q",
+                     "--out", str(out),
                      env={"DTBENCH_FAULT": "oom:1:2"}, timeout=200)
     assert result.returncode == 1, result.stdout + result.stderr
     (record,) = records(out)
