@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cache
 
 from backends.base import LAUNCHERS, Availability, Launcher
 from harness.errors import UsageError
@@ -86,7 +87,8 @@ def mpirun_path() -> str | None:
     return shutil.which("mpirun") or shutil.which("mpiexec")
 
 
-def _is_open_mpi(mpirun: str) -> bool:
+@cache
+def is_open_mpi(mpirun: str) -> bool:
     try:
         out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
@@ -115,7 +117,7 @@ class MpirunLauncher(Launcher):
                              "mpirun starts the ranks on the others from --hostfile")
         argv = [mpirun, "-n", str(spec.world_size)]
         forwarded = [name for name in FORWARDED if name in env]
-        if _is_open_mpi(mpirun):
+        if is_open_mpi(mpirun):
             if os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
             argv += ["--oversubscribe", "--bind-to", "none"]

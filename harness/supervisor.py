@@ -232,9 +232,9 @@ class Supervisor:
                 failures.append((priority, time.time() if at is None else at, reason))
 
         direct = {rank for _, rank in self.procs if rank is not None}
-        # Under torchrun and mpirun a vanished rank may have been stopped by the launcher
+        # Under torchrun and Open MPI a vanished rank may have been stopped by the launcher
         # after a peer failed; their reports name the ranks a signal killed (-1 below).
-        vanished_priority = 1.5 if self.spec.launcher in ("torchrun", "mpirun") else 0
+        vanished_priority = 1.5 if self._launcher_reports_kills() else 0
         while True:
             states = self._states()
             lead = states.get(min(states)) if states else None
@@ -301,6 +301,15 @@ class Supervisor:
                             for r in local):
             return False
         return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
+
+    def _launcher_reports_kills(self) -> bool:
+        """Whether launcher_kills can read this launcher's failure report."""
+        if self.spec.launcher == "mpirun":
+            from backends.launchers import is_open_mpi, mpirun_path
+
+            path = mpirun_path()
+            return path is not None and is_open_mpi(path)
+        return self.spec.launcher == "torchrun"
 
     def _launcher_kills(self) -> list[tuple[int, int]]:
         """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""

