@@ -61,6 +61,19 @@ def killed_by_cause(code: int) -> bool:
 _TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
 _OPEN_MPI_KILL = re.compile(
     r"noticed that process rank (\d+) with PID \d+ on node \S+ exited\s+on\s+signal (\d+)")
+_SRUN_TASKS = re.compile(r"srun: error: \S+: tasks? ([\d,\-]+): ([^\n(]+)")
+_SIGNAL_TEXTS = {text: number for number in signal.Signals
+                 if (text := signal.strsignal(number)) is not None}
+
+
+def _task_list(text: str) -> list[int]:
+    """Slurm's task list: "1", "0,2" or "0-3"."""
+    tasks: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += range(int(first), int(last or first) + 1)
+    return tasks
 
 
 def launcher_kills(log: str) -> list[tuple[int, int]]:
@@ -72,7 +85,8 @@ def launcher_kills(log: str) -> list[tuple[int, int]]:
     which leaves no error file, is stamped when torchrun noticed: a peer failing on the
     broken connection can be stamped earlier and named instead. So the killed rank is
     looked for among all the entries. Open MPI says "... noticed that process rank 1 with
-    PID ... exited on signal 9 (Killed)".
+    PID ... exited on signal 9 (Killed)", srun "srun: error: node: task 1: Killed" (the
+    signal's strsignal text; tasks are ranks).
     """
     kills: list[tuple[int, int]] = []
     report, found, cause = log.rpartition("Root Cause (first observed failure)")
@@ -81,6 +95,10 @@ def launcher_kills(log: str) -> list[tuple[int, int]]:
                    + _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2]))
         kills += [(int(rank), int(code)) for rank, code in entries]
     kills += [(int(rank), -int(number)) for rank, number in _OPEN_MPI_KILL.findall(log)]
+    for tasks, text in _SRUN_TASKS.findall(log):
+        number = _SIGNAL_TEXTS.get(text.strip())
+        if number is not None:
+            kills += [(rank, -int(number)) for rank in _task_list(tasks)]
     return [kill for kill in kills if killed_by_cause(kill[1])]
 
 
@@ -232,8 +250,8 @@ class Supervisor:
                 failures.append((priority, time.time() if at is None else at, reason))
 
         direct = {rank for _, rank in self.procs if rank is not None}
-        # Under torchrun and Open MPI a vanished rank may have been stopped by the launcher
-        # after a peer failed; their reports name the ranks a signal killed (-1 below).
+        # Under torchrun, Open MPI and srun a vanished rank may have been stopped by the
+        # launcher after a peer failed; their reports name the ranks a signal killed (-1).
         vanished_priority = 1.5 if self._launcher_reports_kills() else 0
         while True:
             states = self._states()
@@ -309,11 +327,11 @@ class Supervisor:
 
             path = mpirun_path()
             return path is not None and is_open_mpi(path)
-        return self.spec.launcher == "torchrun"
+        return self.spec.launcher in ("torchrun", "slurm")
 
     def _launcher_kills(self) -> list[tuple[int, int]]:
         """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""
-        if self.spec.launcher not in ("torchrun", "mpirun"):
+        if self.spec.launcher not in ("torchrun", "mpirun", "slurm"):
             return []
         kills: list[tuple[int, int]] = []
         for path in sorted(self.run_dir.glob("launcher-*.log")):

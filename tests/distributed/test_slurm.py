@@ -177,6 +177,24 @@ def test_two_ranks_through_salloc_and_srun(tmp_path: Path, cluster: OneNodeClust
         assert f"StepId={granted.group(1)}.0" in _slurmd_log(cluster), detail
 
 
+@pytest.mark.parametrize(("fault", "named"), [("kill:1:2", "rank 1 killed by SIGKILL"),
+                                              ("oom:1:2", "rank 1: out of memory")])
+def test_the_failed_rank_is_named_under_srun(tmp_path: Path, cluster: OneNodeCluster,
+                                             peak_cache: Path, fault: str, named: str) -> None:
+    """srun's own report ("srun: error: node: task 1: Killed") names a killed rank; a rank's
+    reported error outranks the peer that srun then stops."""
+    env = cluster.env(_clean_env())
+    env["DTBENCH_CACHE_DIR"] = str(peak_cache)
+    env["DTBENCH_FAULT"] = fault
+    out = tmp_path / "r.json"
+    result = _run(["salloc", "-N1", "-n2", "--cpus-per-task=1", *DTBENCH, "run", *TINY_2_RANKS,
+                   "--out", str(tmp_path / "store"), "--json", str(out)], tmp_path, env, cluster)
+    assert result.returncode == 1, f"{result.stdout}\n{result.stderr}"
+    [record] = _records(out)
+    assert record["status"] == "failed"
+    assert record["error"].startswith(named), record["error"]
+
+
 def test_two_mpi_ranks_through_srun_pmix(tmp_path: Path, cluster: OneNodeCluster,
                                          peak_cache: Path) -> None:
     """--comm mpi: the launcher adds `srun --mpi=pmix`; Slurm's PMIx server wires up MPI."""

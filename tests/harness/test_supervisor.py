@@ -71,3 +71,15 @@ def test_signal_classes() -> None:
     assert killed_by_cause(-signal.SIGKILL) and killed_by_cause(-signal.SIGSEGV)
     assert not killed_by_cause(-signal.SIGABRT) and not killed_by_cause(-signal.SIGTERM)
     assert not killed_by_cause(1) and not killed_by_cause(0)
+
+
+def test_srun_report() -> None:
+    """As srun (Slurm 24) printed it for a SIGKILLed and for an aborted task 1."""
+    killed = ("salloc: Granted job allocation 1\nsrun: error: vm: task 1: Killed\n"
+              "srun: Force Terminated StepId=1.0\n")
+    assert launcher_kills(killed) == [(1, -9)]
+    assert launcher_kills("srun: error: vm: task 1: Aborted\n") == []
+    assert launcher_kills("srun: error: vm: task 1: Exited with exit code 3\n") == []
+    assert launcher_kills("srun: error: n2: tasks 0,2-3: Segmentation fault (core dumped)\n"
+                          ) == [(0, -11), (2, -11), (3, -11)]
+    assert launcher_kills("srun: error: vm: tasks 0-1: Terminated\n") == []
