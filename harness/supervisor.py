@@ -252,7 +252,8 @@ class Supervisor:
         direct = {rank for _, rank in self.procs if rank is not None}
         # Under torchrun, Open MPI and srun a vanished rank may have been stopped by the
         # launcher after a peer failed; their reports name the ranks a signal killed (-1).
-        vanished_priority = 1.5 if self._launcher_reports_kills() else 0
+        reads_reports = self._launcher_reports_kills()
+        vanished_priority = 1.5 if reads_reports else 0
         while True:
             states = self._states()
             lead = states.get(min(states)) if states else None
@@ -283,7 +284,7 @@ class Supervisor:
             hung = self._hung_rank(states)
             if hung is not None:
                 note(0, "hung", hung)
-            for rank, code in self._launcher_kills():
+            for rank, code in self._launcher_kills() if reads_reports else []:
                 note(-1, f"rank {rank} killed", f"rank {rank} killed by {_signal_name(code)} "
                                                 f"({self.spec.launcher})")
             if not running:
@@ -331,8 +332,6 @@ class Supervisor:
 
     def _launcher_kills(self) -> list[tuple[int, int]]:
         """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""
-        if self.spec.launcher not in ("torchrun", "mpirun", "slurm"):
-            return []
         kills: list[tuple[int, int]] = []
         for path in sorted(self.run_dir.glob("launcher-*.log")):
             try:
