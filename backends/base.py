@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.registry import Registry
+from harness.core.registry import Registry
 
 
 @dataclass(frozen=True)

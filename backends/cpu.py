@@ -6,7 +6,6 @@ import os
 import re
 import resource
 import time
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +13,10 @@ import torch
 
 from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
 from backends.ipex import ipex_availability, ipex_version
+from harness.core.hardware import cpu_flags, cpu_model
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
              "amx_bf16", "amx_int8")
-
-
-@cache
-def cpu_flags() -> frozenset[str]:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    match = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
-    return frozenset(match.group(1).split()) if match else frozenset()
 
 
 def library_versions() -> dict[str, str | None]:
@@ -136,8 +126,6 @@ class CPUBackend(ComputeBackend):
         return "no RAPL energy counter on this machine"
 
     def device_name(self, device: torch.device) -> str:
-        from harness.sysinfo import cpu_model
-
         return cpu_model()
 
     def info(self) -> dict[str, Any]:

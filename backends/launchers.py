@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from backends.base import LAUNCHERS, Availability, Launcher
-from harness.errors import UsageError
-from harness.spec import LaunchOptions, RunSpec
+from harness.core.errors import UsageError
+from harness.core.spec import LaunchOptions, RunSpec
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class LocalLauncher(Launcher):
         if spec.nnodes > 1:
             raise UsageError("--launcher local starts ranks on this node only; use torchrun, "
                              "mpirun or slurm for --nnodes > 1")
-        return [LaunchCommand([*_python(), "-m", "harness.rank_main", *rank_args],
+        return [LaunchCommand([*_python(), "-m", "harness.rank.main", *rank_args],
                               {"RANK": str(r), "LOCAL_RANK": str(r),
                                "WORLD_SIZE": str(spec.world_size),
                                "LOCAL_WORLD_SIZE": str(spec.nproc_per_node)}, rank=r)
@@ -79,7 +79,7 @@ class TorchrunLauncher(Launcher):
                 "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc_per_node),
                 "--node-rank", str(launch.node_rank), "--master-addr", launch.master_addr,
                 "--master-port", str(launch.master_port), "--max-restarts", "0",
-                "--monitor-interval", "1", "-m", "harness.rank_main", *rank_args]
+                "--monitor-interval", "1", "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]
 
 
@@ -130,7 +130,7 @@ class MpirunLauncher(Launcher):
             if launch.hostfile:
                 argv += ["-f", launch.hostfile, "-ppn", str(spec.nproc_per_node)]
             argv += ["-envlist", ",".join(forwarded)]
-        argv += [*_python(), "-m", "harness.rank_main", *rank_args]
+        argv += [*_python(), "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]
 
 
@@ -155,5 +155,5 @@ class SlurmLauncher(Launcher):
                 "--export=ALL", f"--cpus-per-task={max(1, spec.threads)}"]
         if spec.comm == "mpi":
             argv.append("--mpi=pmix")
-        argv += [*_python(), "-m", "harness.rank_main", *rank_args]
+        argv += [*_python(), "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]

@@ -10,8 +10,8 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from harness.errors import UsageError
-from harness.registry import Registry
+from harness.core.errors import UsageError
+from harness.core.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ class Workload(ABC):
         """Raise NotImplementedError for a combination this workload does not support."""
 
     def describe(self, size: str) -> dict[str, Any]:
-        from harness.flops import count_flops_per_sample, count_parameters
+        from workloads.flops import count_flops_per_sample, count_parameters
 
         preset = self.preset(size)
         return {

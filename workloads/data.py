@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 from workloads.base import Dataset
 
 IMAGE_EXTENSIONS = (".npz", ".h5", ".hdf5")

@@ -5,10 +5,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.record import Metric
-from harness.registry import Registry
-from harness.spec import RunSpec
-from harness.worker import RankResult
+from harness.core.registry import Registry
+from harness.core.spec import RunSpec
+from harness.rank.result import RankResult
+from harness.records.record import Metric
 
 
 @dataclass

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from harness.collectors.base import CollectContext, collector
-from harness.record import Metric
+from harness.records.record import Metric
 
 
 @collector("peak_memory")

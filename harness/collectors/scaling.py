@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 
 from harness.collectors.base import CollectContext, collector
-from harness.record import Metric, metric
+from harness.records.record import Metric, metric
 
 
 @collector("scaling_efficiency", stage=3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 
 from harness.collectors.base import CollectContext, collector
-from harness.record import Metric
+from harness.records.record import Metric
 
 
 def step_times_over_ranks(context: CollectContext) -> list[float]:

@@ -10,12 +10,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
+from harness.core.files import check_output_file, write_atomic
+from harness.records.inputs import Loaded, load_inputs
 from harness.report import csv_format, html, markdown
 from harness.report.tables import build_report, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
-from harness.sources import Loaded, load_inputs
-from harness.store import check_output_file, write_atomic
 
 FORMATS = ("md", "html", "csv")
 SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}

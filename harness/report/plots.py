@@ -16,7 +16,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness.report.units import si, size_label
+from harness.core.text import size_label
+from harness.report.units import si
 from harness.report.view import RecordView, clean_text, group
 
 PRECISION_ORDER = ("fp32", "bf16", "fp16")

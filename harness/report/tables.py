@@ -10,7 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.report.units import binary, column_scale, format_number, size_label, with_ci
+from harness.core.text import human_bytes, size_label
+from harness.report.units import column_scale, format_number, with_ci
 from harness.report.view import RecordView, clean_text, group, number
 
 METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
@@ -187,7 +188,7 @@ def _machine_row(machine: dict[str, Any]) -> tuple[str, ...]:
         return clean_text(machine.get(key), limit) or "-"
 
     return (text("hostname"), text("cpu_model"), text("cpu_cores", 10),
-            binary(number(machine.get("ram_bytes"))), _gpus(machine), text("os"),
+            human_bytes(number(machine.get("ram_bytes"))), _gpus(machine), text("os"),
             text("kernel", 60), text("nodes", 10), _interconnect(machine))
 
 

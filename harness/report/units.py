@@ -84,13 +84,6 @@ def with_ci(metric: MetricView | None, scale: Scale, unit: str) -> str:
     return text
 
 
-def size_label(size: float) -> str:
-    """A message size as nccl-tests readers know it: 1 KiB, 64 MiB."""
-    for factor, label in _BINARY:
-        if size >= factor and size % factor == 0:
-            return f"{size / factor:.0f} {label}"
-    return f"{size:.0f} B"
-
 
 def si(value: float | None, unit: str) -> str:
     """One value with an SI prefix (peak lines, captions): 303.7 GFLOP/s."""
@@ -101,12 +94,3 @@ def si(value: float | None, unit: str) -> str:
             return f"{format_number(value / factor)} {prefix}{unit}"
     return f"{format_number(value)} {unit}"
 
-
-def binary(value: float | None) -> str:
-    """Bytes in the binary unit that fits: 23.54 GiB."""
-    if value is None:
-        return "-"
-    for factor, label in _BINARY:
-        if abs(value) >= factor:
-            return f"{format_number(value / factor)} {label}"
-    return f"{value:.0f} B"

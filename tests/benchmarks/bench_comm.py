@@ -42,7 +42,7 @@ def bare(api: str, iters: int) -> float:
 def dtbench(comm: str, launcher: str, iters: int) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "comm.json"
-        subprocess.run([sys.executable, "-m", "harness.cli", "comm", "--comm", comm,
+        subprocess.run([sys.executable, "-m", "harness", "comm", "--comm", comm,
                         "--launcher", launcher, "-n", "2", "--op", "allreduce", "--sizes", "4M",
                         "--iters", str(iters), "--warmup", "10", "--out", tmp, "--json",
                         str(target), "-q"], check=True, capture_output=True, text=True,

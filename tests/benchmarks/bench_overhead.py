@@ -41,7 +41,7 @@ def bare(args: argparse.Namespace, tuned: bool) -> float:
 def fresh_peak(args: argparse.Namespace, cache: Path) -> float:
     """The GEMM peak measured now by `dtbench peak`, kept in `cache` for this round's runs."""
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "peak", "--precision", args.precision,
+        [sys.executable, "-m", "harness", "peak", "--precision", args.precision,
          "--threads", str(args.threads), "--json"],
         check=True, capture_output=True, text=True, cwd=ROOT,
         env={**os.environ, "DTBENCH_CACHE_DIR": str(cache)}).stdout
@@ -55,7 +55,7 @@ def harness(args: argparse.Namespace, tuned: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         records = Path(tmp) / "records.json"
         subprocess.run(
-            [sys.executable, "-m", "harness.cli", "run", "-w", "resnet50", "--size", "full",
+            [sys.executable, "-m", "harness", "run", "-w", "resnet50", "--size", "full",
              "--batch-size", str(args.batch_size), "--precision", args.precision,
              "--steps", str(args.steps), "--warmup", str(args.warmup),
              "--threads", str(args.threads), "--out", tmp, "--json", str(records), "-q"],

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import pytest
 import torch
 
-from harness.errors import UsageError
-from harness.flops import count_flops_per_sample
-from harness.plan import resolve
-from harness.runner import unavailable_reason
-from harness.spec import RunSpec
-from harness.worker import Trainer
+from harness.core.errors import UsageError
+from harness.core.spec import RunSpec
+from harness.rank.trainer import Trainer
+from harness.run.plan import resolve
+from harness.run.runner import unavailable_reason
+from workloads.flops import count_flops_per_sample
 
 if TYPE_CHECKING:
     from pytest_benchmark.fixture import BenchmarkFixture

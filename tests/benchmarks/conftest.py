@@ -15,7 +15,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config,
                                          machine_info: dict[str, Any]) -> None:
     """The same machine/software/harness fingerprint a dtbench record carries, so the
     converter in harness/pytest_bench.py can rebuild records from the JSON alone."""
-    from harness import sysinfo
+    from harness.records import fingerprint as sysinfo
 
     machine_info["dtbench"] = {"machine": sysinfo.machine_info(),
                                "software": sysinfo.software_info(),

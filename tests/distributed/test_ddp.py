@@ -25,7 +25,7 @@ requires_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py or mpirun not ins
 
 def dtbench(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
             ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 
@@ -72,9 +72,9 @@ def test_four_workloads_two_ranks_gloo(tmp_path: Path, launcher: str) -> None:
 
 
 def test_parameters_identical_across_ranks_after_every_step(tmp_path: Path) -> None:
-    from harness.runner import Runner
-    from harness.spec import RunSpec
-    from harness.store import Store
+    from harness.core.spec import RunSpec
+    from harness.records.store import Store
+    from harness.run.runner import Runner
 
     os.environ["DTBENCH_CHECK_SYNC"] = "1"
     try:

@@ -30,7 +30,7 @@ def test_gloo_ranks_listen_on_loopback_only(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "-w", "lstm", "--size", "tiny", "-n", "2",
+        [sys.executable, "-m", "harness", "run", "-w", "lstm", "--size", "tiny", "-n", "2",
          "--comm", "gloo", "--threads", "1", "--steps", "100000", "-q", "--out",
          str(tmp_path / "store")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)

@@ -101,7 +101,7 @@ def _env(pair: NetnsPair, peak_cache: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-DTBENCH = [sys.executable, "-m", "harness.cli"]
+DTBENCH = [sys.executable, "-m", "harness"]
 
 
 def _tx_bytes(pair: NetnsPair, ns: str) -> int:

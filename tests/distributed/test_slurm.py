@@ -36,13 +36,13 @@ from slurm_cluster import (  # noqa: E402
     missing_commands,
 )
 
-from harness.sbatch import parse_sbatch_lines, write_sbatch  # noqa: E402
+from harness.commands.sbatch import parse_sbatch_lines, write_sbatch  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 150
 TINY_2_RANKS = ("-w", "hep_cnn", "--size", "tiny", "--steps", "3", "--warmup", "1", "-n", "2",
                 "--comm", "gloo", "--launcher", "slurm", "--threads", "1", "-q")
-DTBENCH = (sys.executable, "-m", "harness.cli")
+DTBENCH = (sys.executable, "-m", "harness")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]  # a safety net: ~1-2 min
 

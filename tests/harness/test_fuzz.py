@@ -21,12 +21,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness.cli import main
-from harness.comm_bench import MAX_BYTES, parse_size, parse_sizes
-from harness.errors import SchemaError, UsageError
-from harness.record import IDENTITY_KEYS, check_record, load_record
-from harness.sources import load_inputs, records_from_document
-from harness.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
+from harness.commands.cli import main
+from harness.core.errors import SchemaError, UsageError
+from harness.microbench.collectives import MAX_BYTES, parse_size, parse_sizes
+from harness.records.inputs import load_inputs, records_from_document
+from harness.records.record import IDENTITY_KEYS, check_record, load_record
+from harness.run.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
 
 GOLDEN_PATH = Path(__file__).parent / "golden" / "record_v1.json"
 GOLDEN = json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import UsageError
+from harness.core.errors import UsageError
 from workloads import data as data_module
 from workloads.data import (
     UNK,

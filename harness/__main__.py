@@ -1,0 +1,4 @@
+"""`python -m harness ...` is `dtbench ...`."""
+from harness.commands.cli import entry_point
+
+entry_point()

@@ -1,0 +1,65 @@
+"""The argument parser class and value types shared by every subcommand."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from harness.core.errors import UsageError
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr and exit 2, never a usage dump; options
+    must be spelled out (an abbreviation such as `--out` for `--output` is an error)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; each a positive integer."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of positive integers, got {text!r}")
+    return [positive_int(p) for p in parts]
+
+
+def percentage(text: str) -> float:
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5, got {text!r}") from None
+    if not 0 < value < 100:
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and below 100, "
+                                         f"got {text!r}")
+    return value
+
+
+def print_json(data: Any) -> None:
+    import json
+
+    print(json.dumps(data, indent=2, default=str))

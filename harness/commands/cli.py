@@ -1,0 +1,64 @@
+"""The `dtbench` command line (SPEC section 4): one module per subcommand, each with
+`add_arguments(parser)` and `command(args) -> exit code`; this module parses, dispatches and
+maps errors to exit codes."""
+from __future__ import annotations
+
+import sys
+from importlib import import_module
+
+from harness import __version__
+from harness.commands.arguments import Parser
+from harness.core.errors import EXIT_OK, EXIT_USAGE, SchemaError, UsageError
+
+# name -> (module under harness.commands, one-line help), in the order `dtbench -h` lists them
+SUBCOMMANDS = {
+    "list": ("listing", "workloads, backends, strategies, launchers, suites"),
+    "describe": ("describe", "a workload's parameters, FLOPs and target"),
+    "sysinfo": ("sysinfo", "machine and software fingerprint"),
+    "peak": ("peak", "measured GEMM peak FLOP/s and copy bandwidth"),
+    "run": ("run", "run benchmarks, store records, print a summary"),
+    "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
+    "report": ("report", "tables and plots from records and stores"),
+    "compare": ("compare", "exit 1 on a significant regression"),
+    "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
+}
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="dtbench", description="Benchmark distributed deep-learning training.")
+    parser.add_argument("--version", action="version", version=f"dtbench {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        import_module(f"harness.commands.{module}").add_arguments(
+            commands.add_parser(name, help=help_text))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from harness.core.interrupts import Interrupted, stop_signals_raise
+
+    try:
+        args = build_parser().parse_args(argv)
+        with stop_signals_raise():
+            module = import_module(f"harness.commands.{SUBCOMMANDS[args.command][0]}")
+            return int(module.command(args))
+    except (UsageError, SchemaError) as exc:
+        print(f"dtbench: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_USAGE
+    except Interrupted as stop:
+        print(f"dtbench: {stop.summary}", file=sys.stderr)
+        return stop.exit_code
+    except KeyboardInterrupt:
+        print("dtbench: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def entry_point() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry_point()

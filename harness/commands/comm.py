@@ -1,0 +1,122 @@
+"""`dtbench comm`: launch the collective microbenchmark, store one record per collective."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from harness.commands.arguments import int_list, non_negative_int, positive_int
+from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
+from harness.core.files import write_atomic
+from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, CommSpec, performance_env
+from harness.core.text import one_line, render_table, size_label
+from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
+from harness.records.fingerprint import harness_info, machine_info, software_info
+from harness.records.record import Metric, build_record, new_run_id, utc_now
+from harness.records.store import Store
+from harness.run.progress import Progress
+from harness.run.supervisor import Supervisor
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--comm", default="gloo", choices=COMM_CHOICES)
+    parser.add_argument("--launcher", default="local", choices=LAUNCHER_CHOICES)
+    parser.add_argument("-n", "--nproc", type=int_list, default=None, help="ranks per node")
+    parser.add_argument("--nnodes", type=positive_int)
+    parser.add_argument("--node-rank", type=non_negative_int)
+    parser.add_argument("--master-addr")
+    parser.add_argument("--master-port", type=positive_int)
+    parser.add_argument("--hostfile")
+    parser.add_argument("--op", default="allreduce",
+                      help="comma list of allreduce, allgather, reducescatter, broadcast")
+    parser.add_argument("--sizes", default="1K:64M",
+                      help="bytes: 4M, a power-of-two range 1K:64M, or a comma list")
+    parser.add_argument("--iters", type=positive_int, default=20)
+    parser.add_argument("--warmup", type=non_negative_int, default=5)
+    parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
+    parser.add_argument("--rank-timeout", type=positive_int, default=120)
+    parser.add_argument("--out", default="results")
+    parser.add_argument("--json", dest="json_file")
+    parser.add_argument("-q", "--quiet", action="store_true")
+
+
+def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,
+             created: Any, run_id: str) -> list[dict[str, Any]]:
+    machine, software = machine_info(), software_info()
+    records = []
+    for op in spec.ops:
+        rows = [r for r in results if r.op == op]
+        metrics: list[Metric] = []
+        if rows:
+            largest, smallest = rows[-1], rows[0]
+            per_size = [{"bytes": r.bytes, "time_s": r.time_s, "algbw": r.algbw,
+                         "busbw": r.busbw} for r in rows]
+            metrics = [
+                Metric("busbw", "GB/s", largest.busbw, True, samples=largest.samples_busbw,
+                       extra={"bytes": largest.bytes, "per_size": per_size}),
+                Metric("algbw", "GB/s", largest.algbw, True, extra={"bytes": largest.bytes}),
+                Metric("latency", "s", smallest.time_s, False, extra={"bytes": smallest.bytes}),
+            ]
+        spec_dict = {**spec.as_dict(), "op": op, "workload": f"comm-{op}", "size": "-",
+                     "precision": "fp32", "env": performance_env()}
+        records.append(build_record(
+            run_id=f"{run_id}-{op}", created=created, status=status, error=error,
+            harness=harness_info(), machine=machine, software=software, spec=spec_dict,
+            metrics=metrics, events=[], extra={"spec_key": None, "notes": {}}))
+    return records
+
+
+def comm_table(results: list[CommResult]) -> str:
+    rows = [[r.op, size_label(r.bytes, compact=True), f"{r.time_s * 1e6:.1f}", f"{r.algbw:.3f}",
+             f"{r.busbw:.3f}"] for r in results]
+    return render_table(("op", "size", "time us", "algbw GB/s", "busbw GB/s"), rows)
+
+
+def command(args: argparse.Namespace) -> int:
+    if args.nproc and len(args.nproc) > 1:
+        raise UsageError("dtbench comm takes one -n value")
+    from harness.commands.run import _check_json_target, launch_options
+
+    nprocs = args.nproc or [2]
+    spec = CommSpec(comm=args.comm, launcher=args.launcher, nproc_per_node=nprocs[0],
+                    nnodes=args.nnodes or 1, ops=parse_ops(args.op), sizes=parse_sizes(args.sizes),
+                    iters=args.iters, warmup=args.warmup, threads=args.threads or 1)
+    if spec.comm == "none":
+        raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
+    store = Store(args.out)
+    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
+    store.ensure_writable()
+    created = utc_now()
+    run_id = new_run_id("comm", created)
+    progress = Progress(1, enabled=not args.quiet)
+    progress.begin(f"comm {spec.comm} {spec.launcher} ws={spec.world_size} "
+                   f"{','.join(spec.ops)}")
+    results: list[CommResult] = []
+    from backends import first_unavailable
+
+    status, error = "success", first_unavailable([("comm", spec.comm),
+                                                  ("launcher", spec.launcher)])
+    if error is not None:
+        status = "skipped"
+    else:
+        try:
+            gathered = Supervisor(spec, launch_options(args), run_id, progress.update).run()
+            if gathered is None:
+                progress.end(f"node {args.node_rank} done; node 0 writes the records")
+                return 0
+            results = fold(spec, gathered)
+        except (SkipRun, RunFailed) as exc:
+            status, error = status_of(exc)
+    progress.end(status if error is None else f"{status}: {one_line(error, 160)}")
+    records = _records(spec, results, status, error, created, run_id)
+    for record in records:
+        store.add(record)
+    if results:
+        print(comm_table(results))
+    else:
+        print(f"{status}: {error}")
+    print(f"records: {store.root}", file=sys.stderr)
+    if json_target is not None:
+        write_atomic(json_target, json.dumps(records, indent=1) + "\n")
+    return 1 if status == "failed" else 0

@@ -1,0 +1,20 @@
+"""`dtbench compare BASELINE CANDIDATE`: exit 1 on a significant regression."""
+from __future__ import annotations
+
+import argparse
+
+from harness.commands.arguments import percentage
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
+    parser.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
+    parser.add_argument("--threshold", type=percentage, default=5.0,
+                        help="regression threshold in percent (default 5)")
+    parser.add_argument("--json", dest="json_file", help="also write the comparison here")
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness.compare.matching import command as compare_command
+
+    return compare_command(args)

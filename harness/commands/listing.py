@@ -1,0 +1,56 @@
+"""`dtbench list`: what can run here, and why not where it cannot."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.commands.arguments import print_json
+from harness.core.errors import EXIT_OK
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _entries(registry: Any) -> list[dict[str, Any]]:
+    out = []
+    for name in registry:
+        availability = registry.get(name).availability()
+        out.append({"name": name, "available": availability.available,
+                    "reason": availability.reason})
+    return out
+
+
+def command(args: argparse.Namespace) -> int:
+    from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
+    from harness.collectors import COLLECTORS
+    from harness.run.suites import builtin_names, load_suite
+    from workloads import WORKLOADS
+
+    data = {
+        "workloads": [{"name": n, "summary": WORKLOADS.get(n).summary,
+                       "sizes": list(WORKLOADS.get(n).presets)} for n in WORKLOADS],
+        "backends": [{**e, "precisions": list(COMPUTE_BACKENDS.get(e["name"]).precisions)}
+                     for e in _entries(COMPUTE_BACKENDS)],
+        "comm": _entries(COMM_BACKENDS),
+        "launchers": _entries(LAUNCHERS),
+        "suites": [{"name": n, "description": load_suite(n).description}
+                   for n in builtin_names()],
+        "collectors": COLLECTORS.names(),
+    }
+    if args.json:
+        print_json(data)
+        return EXIT_OK
+    print("workloads:")
+    for w in data["workloads"]:
+        print(f"  {w['name']:<10} {w['summary']}  [sizes: {', '.join(w['sizes'])}]")
+    for section in ("backends", "comm", "launchers"):
+        print(f"{section}:")
+        for e in data[section]:
+            state = "available" if e["available"] else f"unavailable: {e['reason']}"
+            print(f"  {e['name']:<10} {state}")
+    print("suites:")
+    for s in data["suites"]:
+        print(f"  {s['name']:<10} {s['description']}")
+    print(f"collectors: {', '.join(data['collectors'])}")
+    return EXIT_OK

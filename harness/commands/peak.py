@@ -1,0 +1,46 @@
+"""`dtbench peak`: measure the GEMM peak and copy bandwidth of a backend now."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.commands.arguments import non_negative_int, print_json
+from harness.core.errors import EXIT_OK, UsageError
+from harness.core.spec import PRECISIONS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", "-b", default="auto")
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--threads", type=non_negative_int, default=0)
+    parser.add_argument("--json", action="store_true")
+
+
+def command(args: argparse.Namespace) -> int:
+    from backends import COMPUTE_BACKENDS
+    from harness.microbench.peak import measure_peak, store_peak
+    from harness.run.plan import best_backend
+
+    backend = best_backend() if args.backend == "auto" else args.backend
+    cls = COMPUTE_BACKENDS.get(backend)
+    if args.precision not in cls.precisions:
+        raise UsageError(f"backend {backend} has no {args.precision}; choose from: "
+                         f"{', '.join(cls.precisions)}")
+    availability = cls.availability()
+    if not availability.available:
+        print(f"skipped: backend {backend}: {availability.reason}", file=sys.stderr)
+        return EXIT_OK
+    result = measure_peak(backend, args.precision, args.threads)
+    best = store_peak(result)
+    if args.json:
+        print_json(result.as_dict())
+        return EXIT_OK
+    print(f"{backend} {result.device_name} {args.precision}, {result.threads} threads")
+    for size, flops in result.per_size.items():
+        print(f"  {size:>12}: {flops / 1e9:8.1f} GFLOP/s (median)")
+    print(f"  peak now   {result.flops / 1e9:8.1f} GFLOP/s")
+    print(f"  copy       {result.memory_bandwidth / 1e9:8.1f} GB/s")
+    if best.flops > result.flops:
+        print(f"  best so far {best.flops / 1e9:7.1f} GFLOP/s (measured {best.measured_at}; "
+              "runs use the best)")
+    return EXIT_OK

@@ -1,0 +1,19 @@
+"""`dtbench report PATH ...`: tables and plots from records, stores and pytest-benchmark files."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["results"], metavar="PATH",
+                        help="record files, --json lists, stores or pytest-benchmark JSON "
+                        "(default: ./results)")
+    parser.add_argument("--format", choices=("md", "html", "csv"), default=None,
+                        help="default: from the -o suffix, else md")
+    parser.add_argument("-o", "--output", help="write here instead of stdout")
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness.report import command as report_command
+
+    return report_command(args)

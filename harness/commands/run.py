@@ -1,0 +1,180 @@
+"""`dtbench run`: plan every run first (bad input stops here, nothing written), then run."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.commands.arguments import int_list, non_negative_int, positive_int
+from harness.core.errors import UsageError
+from harness.core.files import check_output_file, write_atomic
+from harness.core.interrupts import Interrupted
+from harness.core.spec import (
+    COMM_CHOICES,
+    COMPRESSIONS,
+    LAUNCHER_CHOICES,
+    MODES,
+    PRECISIONS,
+    SIZES,
+    LaunchOptions,
+    RunSpec,
+)
+from harness.records.store import Store
+from harness.run.plan import plan_runs
+from harness.run.progress import Progress
+from harness.run.runner import Runner
+from harness.run.suites import load_suite
+from harness.run.summary import summary_table
+
+CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
+                "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
+                "channels_last", "compile", "data", "seed", "bucket_mb", "compression")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("suite", nargs="?", default=None,
+                     help="built-in suite name or TOML file (default: quick)")
+    parser.add_argument("-w", "--workload", action="append")
+    parser.add_argument("-b", "--backend", action="append", help="cpu, cuda or auto")
+    parser.add_argument("--comm", action="append", choices=COMM_CHOICES)
+    parser.add_argument("--launcher", choices=LAUNCHER_CHOICES)
+    parser.add_argument("-n", "--nproc", type=int_list, action="append",
+                     help="ranks per node; a comma list such as 1,2,4 runs each")
+    parser.add_argument("--nnodes", type=positive_int)
+    parser.add_argument("--node-rank", type=non_negative_int)
+    parser.add_argument("--master-addr")
+    parser.add_argument("--master-port", type=positive_int)
+    parser.add_argument("--hostfile")
+    parser.add_argument("--bucket-mb", type=positive_int, help="DDP gradient bucket size (MiB)")
+    parser.add_argument("--compression", choices=COMPRESSIONS,
+                     help="gradient compression hook for multi-rank runs")
+    parser.add_argument("--rank-timeout", type=positive_int, default=120,
+                     help="seconds without progress before a rank counts as hung (default 120)")
+    parser.add_argument("--precision", action="append", choices=PRECISIONS)
+    parser.add_argument("--size", action="append", choices=SIZES)
+    parser.add_argument("--batch-size", type=positive_int, help="per rank")
+    parser.add_argument("--steps", type=positive_int)
+    parser.add_argument("--warmup", type=non_negative_int)
+    parser.add_argument("--mode", choices=MODES)
+    parser.add_argument("--repeat", type=positive_int)
+    parser.add_argument("--threads", type=positive_int, help="CPU threads per rank")
+    parser.add_argument("--seed", type=non_negative_int)
+    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile")
+    parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
+                     default=None)
+    parser.add_argument("--data", help="user data: .npz/.h5 images+labels, or text for lstm")
+    parser.add_argument("--out", default="results", help="results store (default ./results)")
+    parser.add_argument("--json", dest="json_file", help="also write this run's records here")
+    parser.add_argument("--resume", action="store_true",
+                     help="skip runs that already have success records in the store")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def merge_repeated(values: list[Any] | None) -> list[Any] | None:
+    """A repeated option's values (`-n 1,2 -n 4` arrives as [[1, 2], [4]]) as one list, in
+    order, each once; None when the option was not given."""
+    if not values:
+        return None
+    flat: list[Any] = []
+    for value in values:
+        for item in value if isinstance(value, list) else [value]:
+            if item not in flat:
+                flat.append(item)
+    return flat
+
+
+def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
+    options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
+    for key in ("workload", "size", "backend", "comm", "precision", "nproc"):
+        options[key] = merge_repeated(options[key])
+    return options
+
+
+def _check_json_target(path: str, store_root: Path) -> Path:
+    """The --json file's directory must exist, or be the store that is about to be created."""
+    target = Path(path)
+    if target.parent.resolve() == store_root.resolve() and not store_root.exists():
+        if target.is_dir():
+            raise UsageError(f"--json {path}: is a directory; name a file")
+        return target
+    return check_output_file(path, "--json")
+
+
+def _preflight_data(specs: list[RunSpec]) -> None:
+    """Load each distinct --data file once so a bad file is a usage error before any run."""
+    from workloads import get_workload
+
+    checked: set[tuple[str, str, str]] = set()
+    for spec in specs:
+        if not spec.data or (spec.workload, spec.size, spec.data) in checked:
+            continue
+        checked.add((spec.workload, spec.size, spec.data))
+        get_workload(spec.workload).datasets(spec.size, spec.data, spec.seed)
+
+
+def in_rounds(counts: list[tuple[Any, int]]) -> list[Any]:
+    """Repeats round by round (A B C, A B C), not back to back: each spec's runs then sample
+    the machine at different times, so their spread shows its run-to-run noise."""
+    rounds = max((count for _, count in counts), default=0)
+    return [item for index in range(rounds) for item, count in counts if count > index]
+
+
+def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    hostfile = getattr(args, "hostfile", None)
+    if hostfile and not Path(hostfile).is_file():
+        raise UsageError(f"--hostfile {hostfile}: no such file")
+    return LaunchOptions(node_rank=args.node_rank or 0,
+                         master_addr=args.master_addr,
+                         master_port=args.master_port or 0, hostfile=hostfile,
+                         rank_timeout=float(args.rank_timeout))
+
+
+def command(args: argparse.Namespace) -> int:
+    options = _cli_options(args)
+    suite = None
+    if args.suite is not None or not options["workload"]:
+        suite = load_suite(args.suite or "quick")
+    planned = plan_runs(suite, options)
+    launch = launch_options(args)
+    store = Store(args.out)
+    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
+    _preflight_data([spec for spec, _ in planned])
+    store.ensure_writable()
+    store.reconcile_index()
+
+    work = in_rounds([(spec, repeat - (store.count_success(spec.key()) if args.resume else 0))
+                      for spec, repeat in planned])
+    if args.resume and len(work) < sum(r for _, r in planned):
+        print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
+              f"{store.root}", file=sys.stderr)
+    progress = Progress(len(work), enabled=not args.quiet)
+    runner = Runner(store, progress, launch)
+    records: list[dict[str, Any]] = []
+    try:
+        for spec in work:
+            outcome = runner.run(spec)
+            if outcome is not None:
+                records.append(outcome.record)
+    except Interrupted as stop:
+        progress.end(f"interrupted by {stop.signal_name}")
+        _show_and_save(records, json_target)
+        stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
+                        f"{len(work)}: {len(records)} completed record(s) kept in {store.root}, "
+                        "the interrupted run left nothing; add --resume to run the rest")
+        raise
+    _show_and_save(records, json_target)
+    if not records:
+        print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
+              if work else "nothing to run: every planned run is already complete")
+    print(f"records: {store.root}", file=sys.stderr)
+    return 1 if any(r["status"] == "failed" for r in records) else 0
+
+
+def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:
+    """The summary table of the records made, and the --json file (also when interrupted)."""
+    if records:
+        print(summary_table(records))
+    if json_target is not None:
+        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")

@@ -1,0 +1,53 @@
+"""Exceptions the command line turns into exit codes and record statuses."""
+from __future__ import annotations
+
+
+class UsageError(ValueError):
+    """Bad usage or bad input: the CLI prints the message on one line and exits 2."""
+
+
+class UnknownNameError(UsageError):
+    """A name that is not in a registry; the message lists the known names."""
+
+
+class SkipRun(Exception):
+    """The combination cannot run here (backend unavailable, unsupported): recorded as `skipped`."""
+
+
+class RunFailed(Exception):
+    """A run started but did not finish properly (diverged, target not reached, rank died)."""
+
+
+class SchemaError(ValueError):
+    """A stored file is not a record this version of dtbench can read."""
+
+
+OOM_PHRASES = ("out of memory", "not enough memory", "can't allocate memory",
+               "cannot allocate memory")
+
+
+def describe_exception(exc: BaseException) -> str:
+    """One line for a crashed run: allocation failures read as "out of memory (...)" whatever
+    raised them (MemoryError, torch.OutOfMemoryError, the CPU allocator's RuntimeError)."""
+    text = " ".join(str(exc).split())
+    if len(text) > 200:
+        text = text[:199] + "…"
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or any(
+            phrase in text.lower() for phrase in OOM_PHRASES):
+        return f"out of memory ({type(exc).__name__}{': ' + text if text else ''})"
+    return f"{type(exc).__name__}: {text}"
+
+
+# Exit codes of the command line (SPEC section 4).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def status_of(exc: BaseException) -> tuple[str, str]:
+    """The record status and one-line reason for an exception that ended a run: a SkipRun is
+    `skipped`, anything else `failed` (a RunFailed says why itself; other exceptions are
+    described with their type)."""
+    if isinstance(exc, SkipRun):
+        return "skipped", str(exc)
+    if isinstance(exc, RunFailed):
+        return "failed", str(exc)
+    return "failed", describe_exception(exc)

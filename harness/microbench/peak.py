@@ -1,0 +1,162 @@
+"""Measured peak: the best sustained GEMM rate and copy bandwidth of a device, cached per machine.
+
+The GEMM peak is the highest per-size median over a few square sizes and over the GEMM
+engines torch reaches on the device; medians rather than best single calls keep one lucky
+call on a shared host from inflating the denominator of MFU. On the CPU there are two
+engines: torch.mm (MKL for fp32, which may not use AVX-512 on non-Intel CPUs) and oneDNN,
+reached through a 1x1 convolution, which is what the convolutional workloads run on. Taking
+only torch.mm would understate the fp32 peak by half on such CPUs and let MFU exceed 1.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.core.files import write_atomic
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+GEMM_SIZES = {"cpu": (1024, 2048), "cuda": (4096, 8192)}
+COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 1024 * 2**20}
+
+
+@dataclass(frozen=True)
+class PeakResult:
+    """A measured peak: FLOP/s, copy bandwidth, and the per-size medians behind them."""
+
+    backend: str
+    device_name: str
+    precision: str
+    threads: int
+    flops: float
+    memory_bandwidth: float
+    per_size: dict[str, float]
+    measured_at: str
+    torch: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DTBENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dtbench")
+    return Path(root)
+
+
+def _timed(fn: Any, backend: Any, device: torch.device, reps: int) -> list[float]:
+    timer = backend.timer(device)
+    for _ in range(reps):
+        timer.start()
+        fn()
+        timer.stop()
+    return timer.samples()
+
+
+def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    """n x n x n matrix products through each engine torch has on this device."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    engines: dict[str, Any] = {"mm": lambda: torch.mm(a, b)}
+    if device.type == "cpu":
+        # A 1x1 convolution of n channels over n pixels is an n x n x n GEMM in oneDNN.
+        pixels = a.reshape(1, n, n, 1).contiguous(memory_format=torch.channels_last)
+        weight = b.reshape(n, n, 1, 1)
+        engines["onednn"] = lambda: torch.nn.functional.conv2d(pixels, weight)
+    return engines
+
+
+def measure_peak(backend_name: str, precision: str, threads: int = 0,
+                 reps: int = 8) -> PeakResult:
+    """Time square matmuls and a large copy on the backend's device, in this process."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = COMPUTE_BACKENDS.get(backend_name)()
+    settings = backend.configure(threads, precision)
+    device = backend.device()
+    dtype = DTYPES[precision]
+    per_size: dict[str, float] = {}
+    for n in GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
+        for engine, gemm in _gemm_engines(n, device, dtype).items():
+            for _ in range(2):
+                gemm()
+            backend.synchronize(device)
+            times = _timed(gemm, backend, device, reps)
+            per_size[f"{engine} {n}"] = 2 * n**3 / statistics.median(times)
+    elements = COPY_BYTES.get(device.type, COPY_BYTES["cuda"]) // 4
+    src = torch.ones(elements, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    copy_times = _timed(lambda: dst.copy_(src), backend, device, reps)
+    bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
+    return PeakResult(
+        backend=backend_name, device_name=backend.device_name(device), precision=precision,
+        threads=int(settings.get("threads", threads)), flops=max(per_size.values()),
+        memory_bandwidth=bandwidth, per_size=per_size,
+        measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__)
+
+
+def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
+    from harness.core.hardware import machine_id
+
+    return (f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|"
+            f"{torch.__version__}")
+
+
+def _cache_file() -> Path:
+    return cache_dir() / "peak.json"
+
+
+def _read_cache() -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def store_peak(result: PeakResult) -> PeakResult:
+    """Remember the best measurement so far and return it.
+
+    A shared host's GEMM rate swings (here bf16 went between ~390 and ~770 GFLOP/s within
+    an hour); a peak is a capability, so the highest sustained measurement is kept, and a
+    measurement taken in a slow moment cannot push MFU above 1 later. A cache that cannot
+    be written only costs a re-measure.
+    """
+    key = _cache_key(result.backend, result.device_name, result.precision, result.threads)
+    try:
+        _cache_file().parent.mkdir(parents=True, exist_ok=True)
+        cache = _read_cache()
+        previous = cache.get(key)
+        if isinstance(previous, dict) and previous.get("flops", 0) >= result.flops:
+            return PeakResult(**previous)
+        cache[key] = result.as_dict()
+        write_atomic(_cache_file(), json.dumps(cache, indent=1))
+    except (OSError, TypeError):
+        pass
+    return result
+
+
+def cached_peak(backend_name: str, device_name: str, precision: str,
+                threads: int) -> PeakResult | None:
+    entry = _read_cache().get(_cache_key(backend_name, device_name, precision, threads))
+    if not isinstance(entry, dict):
+        return None
+    try:
+        return PeakResult(**entry)
+    except TypeError:
+        return None
+
+
+def peak_for(backend_name: str, device_name: str, precision: str, threads: int) -> PeakResult:
+    """The cached peak for this machine and configuration, measured now if there is none."""
+    found = cached_peak(backend_name, device_name, precision, threads)
+    if found is None:
+        found = store_peak(measure_peak(backend_name, precision, threads))
+    return found

@@ -1,0 +1,113 @@
+"""Rank-side distributed set-up: identity from the launcher, process group, DDP, reporting.
+
+Every launcher (dtbench's own spawner, torchrun, mpirun, srun) starts the same entry point,
+`python -m harness.rank.main`; this module reads who the rank is from whichever launcher's
+environment is present and reports progress and results through files in the run directory.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from harness.core.files import write_atomic
+from harness.core.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """This process's place in the job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+
+def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
+    """torchrun/dtbench (RANK...), Open MPI, MPICH/Hydra or Slurm variables, in that order."""
+    from backends.mpi_pg import mpi_world_from_env
+
+    env = dict(os.environ if environ is None else environ)
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return RankIdentity(int(env["RANK"]), int(env["WORLD_SIZE"]),
+                            int(env.get("LOCAL_RANK", "0")))
+    return RankIdentity(*mpi_world_from_env(env))
+
+
+def init_comm(spec: RunSpec, who: RankIdentity, timeout_s: float) -> None:
+    """Join the job's process group over the spec's communication backend."""
+    timeout = dt.timedelta(seconds=timeout_s)
+    if spec.comm == "mpi":
+        from backends.mpi_pg import init_mpi_process_group
+
+        init_mpi_process_group()
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        raise RuntimeError("MASTER_PORT is not set for a gloo/nccl rendezvous")
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent already serves the rendezvous store; the ranks only join it.
+        dist.init_process_group(backend=spec.comm, init_method="env://", rank=who.rank,
+                                world_size=who.world_size, timeout=timeout)
+        return
+    dist.init_process_group(backend=spec.comm, store=rendezvous_store(who, timeout),
+                            rank=who.rank, world_size=who.world_size, timeout=timeout)
+
+
+def rendezvous_store(who: RankIdentity, timeout: dt.timedelta) -> dist.TCPStore:
+    """The TCP store of the rendezvous, served by rank 0 on MASTER_ADDR only.
+
+    torch's own TCPStore listens on every interface; binding the socket ourselves keeps the
+    one port dtbench opens on the address the user chose (127.0.0.1 for one node).
+    """
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    if who.rank != 0:
+        return dist.TCPStore(host, port, who.world_size, False, timeout=timeout)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.create_server((host, port), family=family, backlog=max(128, who.world_size))
+    return dist.TCPStore(host, port, who.world_size, True, timeout=timeout,
+                         master_listen_fd=listener.detach())
+
+
+class RankReporter:
+    """Progress (heartbeat) and final status files that the launching process watches."""
+
+    def __init__(self, run_dir: Path, who: RankIdentity, min_interval_s: float = 1.0) -> None:
+        self.run_dir = run_dir
+        self.who = who
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
+        self.heartbeat("start", 0, 0, force=True)
+
+    def _write(self, name: str, payload: dict[str, Any]) -> None:
+        write_atomic(self.run_dir / name, json.dumps(payload), durable=False)
+
+    def heartbeat(self, phase: str, done: int, total: int, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self._last < self.min_interval_s and done != total:
+            return
+        self._last = now
+        self._write(f"heartbeat-{self.who.rank}.json",
+                    {"rank": self.who.rank, "pid": os.getpid(), "phase": phase, "done": done,
+                     "total": total, "time": now, "host": os.uname().nodename})
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self._write(f"status-{self.who.rank}.json",
+                    {"rank": self.who.rank, "status": status, "error": error,
+                     "time": time.time()})
+
+
+def gather_results(result: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Every rank's result on every rank (all_gather_object); None outside a process group."""
+    if not dist.is_initialized():
+        return None
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, result)
+    return gathered

@@ -1,0 +1,54 @@
+"""Faults injected on purpose (tests) and the checks that catch a broken run: divergence,
+replicas that disagree."""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import time
+
+import torch
+
+from harness.core.errors import RunFailed
+
+FAULT_VAR = "DTBENCH_FAULT"
+CHECK_SYNC_VAR = "DTBENCH_CHECK_SYNC"
+
+
+def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> None:
+    """Test hook: DTBENCH_FAULT="kill|hang|raise|oom|nan:RANK:STEP" misbehaves on purpose.
+
+    Used by the fault-injection tests to prove that a dead or stuck rank ends the run in
+    bounded time with a `failed` record naming it; unset, it costs one dict lookup a step.
+    """
+    fault = os.environ.get(FAULT_VAR)
+    if not fault:
+        return
+    kind, _, where = fault.partition(":")
+    target_rank, _, target_step = where.partition(":")
+    if int(target_rank or 0) != rank or int(target_step or 0) != step:
+        return
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "hang":
+        while True:
+            time.sleep(60)
+    elif kind == "raise":
+        raise RuntimeError(f"injected fault at step {step}")
+    elif kind == "oom":
+        torch.empty(1 << 60, dtype=torch.uint8)  # a real allocation failure, not a mock
+    elif kind == "nan" and model is not None:
+        with torch.no_grad():  # the loss of this step, and the training after it, diverge
+            next(model.parameters()).fill_(float("nan"))
+
+
+def parameter_checksum(model: torch.nn.Module) -> float:
+    """Sum of all parameters in float64: equal across ranks when the replicas agree."""
+    with torch.no_grad():
+        return float(sum(p.detach().double().sum() for p in model.parameters()))
+
+
+def check_finite(losses: list[float], first_step: int) -> None:
+    for index, value in enumerate(losses):
+        if not math.isfinite(value):
+            raise RunFailed(f"diverged at step {first_step + index}: loss is {value}")

@@ -1,0 +1,151 @@
+"""The two measurement loops of a rank: throughput on a fixed synthetic batch, and
+time-to-train on real data under MLPerf timing rules."""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from harness.core.errors import RunFailed, SkipRun
+from harness.core.spec import RunSpec
+from harness.rank import mlperf
+from harness.rank.faults import CHECK_SYNC_VAR, check_finite, inject_fault, parameter_checksum
+from harness.rank.result import RankResult
+from harness.rank.trainer import Trainer
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def _no_progress(phase: str, done: int, total: int) -> None:
+    return None
+
+
+def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
+                   progress: ProgressFn = _no_progress) -> RankResult:
+    """Warm up, then time `spec.steps` steps on one fixed synthetic batch."""
+    trainer = Trainer(spec, rank, local_rank)
+    result = trainer.new_result()
+    generator = torch.Generator().manual_seed(spec.seed + rank)
+    inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank, "cpu",
+                                                       generator)
+    inputs, targets = trainer.to_device(inputs, targets)
+    backend, device = trainer.backend, trainer.device
+    for index in range(spec.warmup):
+        trainer.step(inputs, targets)
+        progress("warmup", index + 1, spec.warmup)
+    backend.synchronize(device)
+    backend.reset_peak_memory(device)
+    meter = backend.energy_meter(device)
+    energy_start = meter.joules() if meter is not None else None
+    timer = backend.timer(device)
+    # Losses go into one preallocated tensor: keeping per-step loss tensors fragments the
+    # heap (and each can pin a large buffer), growing memory step by step.
+    losses = torch.empty(spec.steps, device=device)
+    check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
+    for index in range(spec.steps):
+        inject_fault(rank, index, trainer.model)
+        timer.start()
+        losses[index] = trainer.step(inputs, targets)
+        timer.stop()
+        if check_sync:
+            result.param_checksums.append(parameter_checksum(trainer.model))
+        progress("measure", index + 1, spec.steps)
+    backend.synchronize(device)
+    result.step_times = timer.samples()
+    if meter is not None and energy_start is not None:
+        result.energy_joules = meter.joules() - energy_start
+    else:
+        result.energy_reason = backend.energy_unavailable_reason()
+    result.peak_memory = backend.peak_memory(device)
+    result.losses = [float(v) for v in losses.cpu()]
+    if trainer.comm_counter is not None:
+        result.comm_payload_bytes = trainer.comm_counter.payload_bytes[-spec.steps:]
+    check_finite(result.losses, spec.warmup)
+    return result
+
+
+def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local_rank: int = 0,
+                      progress: ProgressFn = _no_progress) -> RankResult:
+    """Train on real data until the quality target is reached (MLPerf timing rules)."""
+    log = mlperf.RunLog(log_path if rank == 0 else None)
+    try:
+        return _time_to_train(spec, log, rank, local_rank, progress)
+    finally:
+        log.close()
+
+
+def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int,
+                   progress: ProgressFn) -> RankResult:
+    log.event(mlperf.SUBMISSION_BENCHMARK, spec.workload)
+    log.start(mlperf.INIT_START)
+    trainer = Trainer(spec, rank, local_rank)
+    result = trainer.new_result()
+    target = trainer.preset.target
+    try:
+        train, evaluation = trainer.workload.datasets(spec.size, spec.data, spec.seed)
+    except NotImplementedError as exc:
+        raise SkipRun(str(exc)) from None
+    if len(train) < spec.batch_per_rank * spec.world_size:
+        raise RunFailed(f"training set has {len(train)} samples, fewer than one global batch "
+                        f"of {spec.global_batch}")
+    log.event(mlperf.SEED, spec.seed)
+    log.event(mlperf.GLOBAL_BATCH_SIZE, spec.global_batch)
+    log.event(mlperf.OPT_BASE_LR, trainer.preset.lr)
+    log.event(mlperf.TRAIN_SAMPLES, len(train))
+    log.event(mlperf.EVAL_SAMPLES, len(evaluation))
+    log.end(mlperf.INIT_STOP)
+    generator = torch.Generator().manual_seed(spec.seed)
+    backend, device = trainer.backend, trainer.device
+    backend.reset_peak_memory(device)
+    timer = backend.timer(device)
+    steps_per_epoch = len(train) // spec.world_size // spec.batch_per_rank
+    total_steps = steps_per_epoch * target.max_epochs
+    losses = torch.empty(total_steps, device=device)
+    step = 0
+    log.start(mlperf.RUN_START)
+    started = time.perf_counter()
+    reached = False
+    quality: dict[str, float] = {}
+    for epoch in range(1, target.max_epochs + 1):
+        log.start(mlperf.EPOCH_START, metadata={"epoch_num": epoch})
+        for inputs, targets in train.batches(spec.batch_per_rank, generator,
+                                             shard=(rank, spec.world_size)):
+            inputs, targets = trainer.to_device(inputs, targets)
+            timer.start()
+            losses[step] = trainer.step(inputs, targets)
+            timer.stop()
+            step += 1
+            progress("train", step, total_steps)
+        log.end(mlperf.EPOCH_STOP, metadata={"epoch_num": epoch})
+        epoch_losses = [float(v) for v in losses[step - steps_per_epoch:step].cpu()]
+        check_finite(epoch_losses, step - len(epoch_losses))
+        if epoch % target.eval_every_epochs and epoch != target.max_epochs:
+            continue
+        progress("eval", epoch, target.max_epochs)
+        log.start(mlperf.EVAL_START, metadata={"epoch_num": epoch})
+        quality = trainer.workload.evaluate(trainer.model, evaluation, spec.batch_per_rank * 4,
+                                            device, trainer.autocast)
+        log.end(mlperf.EVAL_STOP, metadata={"epoch_num": epoch})
+        value = quality[target.metric]
+        log.event(mlperf.EVAL_ACCURACY, value, metadata={"epoch_num": epoch,
+                                                         "metric": target.metric})
+        result.quality_history.append({"epoch": epoch, "step": step,
+                                       "seconds": time.perf_counter() - started, **quality})
+        if target.reached(value):
+            reached = True
+            break
+    elapsed = time.perf_counter() - started
+    log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
+                                       else mlperf.STATUS_ABORTED})
+    result.step_times = timer.samples()
+    result.losses = [float(v) for v in losses[:step].cpu()]
+    result.peak_memory = backend.peak_memory(device)
+    result.quality = quality
+    result.target_reached = reached
+    result.time_to_train = elapsed
+    result.events = log.events
+    result.energy_reason = backend.energy_unavailable_reason()
+    return result

@@ -1,0 +1,35 @@
+"""What one rank measured: raw numbers only, JSON-serialisable so ranks in other processes
+can report them; turning them into metrics is the collectors' job."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class RankResult:
+    """Raw measurements of one rank; JSON-serialisable so ranks in other processes can report."""
+
+    rank: int
+    world_size: int
+    device_name: str
+    settings: dict[str, Any]
+    step_times: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    peak_memory: int | None = None
+    energy_joules: float | None = None
+    energy_reason: str | None = None
+    quality: dict[str, float] | None = None
+    quality_history: list[dict[str, Any]] = field(default_factory=list)
+    target_reached: bool | None = None
+    time_to_train: float | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    comm_payload_bytes: list[int] = field(default_factory=list)
+    param_checksums: list[float] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RankResult:
+        return cls(**data)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,130 @@
+"""One function each for the machine and the software fingerprint of a record."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+import harness
+from harness.core.hardware import cpu_model, machine_id
+
+
+def interconnect() -> dict[str, Any] | None:
+    """InfiniBand devices if any, else the fastest up Ethernet link's speed, where known."""
+    ib = Path("/sys/class/infiniband")
+    if ib.is_dir() and any(ib.iterdir()):
+        return {"type": "infiniband", "devices": sorted(p.name for p in ib.iterdir())}
+    best: dict[str, Any] | None = None
+    for name, stats in psutil.net_if_stats().items():
+        if name == "lo" or not stats.isup:
+            continue
+        if best is None or stats.speed > best["speed"]:
+            best = {"interface": name, "speed": stats.speed}
+    if best is None:
+        return None
+    return {"type": "ethernet", "interface": best["interface"],
+            "speed_mbps": best["speed"] or None}
+
+
+def machine_info() -> dict[str, Any]:
+    from backends.nvml import gpu_inventory
+
+    return {
+        "machine_id": machine_id(),
+        "hostname": socket.gethostname(),
+        "os": os_name(),
+        "kernel": platform.release(),
+        "arch": platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": psutil.cpu_count(logical=False) or os.cpu_count(),
+        "cpu_threads": psutil.cpu_count(logical=True),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "ram_bytes": psutil.virtual_memory().total,
+        "gpus": gpu_inventory(),
+        "nodes": 1,
+        "interconnect": interconnect(),
+    }
+
+
+def os_name() -> str:
+    try:
+        release = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except OSError:
+        release = None
+    return f"{platform.system()} ({release})" if release else platform.system()
+
+
+def mpi_version() -> dict[str, str] | None:
+    """The MPI implementation mpi4py is linked against, without initialising MPI here."""
+    from backends.base import module_available
+
+    if not module_available("mpi4py"):
+        return None
+    code = ("import mpi4py; mpi4py.rc.initialize = False; from mpi4py import MPI; "
+            "print(MPI.Get_library_version().splitlines()[0]); print(mpi4py.__version__)")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=30, check=True).stdout.splitlines()
+    except (subprocess.SubprocessError, OSError):
+        return {"implementation": "unknown", "mpi4py": "import failed"}
+    # Open MPI's version string ends in a NUL byte; records keep printable text only.
+    clean = ["".join(c for c in line if c.isprintable()).strip() for line in out]
+    return {"implementation": clean[0] if clean and clean[0] else "unknown",
+            "mpi4py": clean[1] if len(clean) > 1 and clean[1] else "unknown"}
+
+
+def _package_version(name: str) -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def software_info(include_mpi: bool = True) -> dict[str, Any]:
+    from backends.cpu import library_versions
+
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except (RuntimeError, AttributeError):
+            nccl = None
+    libs = library_versions()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "onednn": libs["onednn"],
+        "mkl": libs["mkl"],
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl": nccl,
+        "mpi": mpi_version() if include_mpi else None,
+        "numpy": _package_version("numpy"),
+        "mlperf_logging": _package_version("mlperf-logging"),
+    }
+
+
+@cache
+def harness_info() -> dict[str, Any]:
+    root = Path(harness.__file__).resolve().parent.parent
+    commit, dirty = None, None
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip() or None
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                 "--untracked-files=no"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout
+        dirty = bool(status.strip())
+    except (subprocess.SubprocessError, OSError):
+        pass
+    return {"version": harness.__version__, "git_commit": commit, "dirty": dirty}

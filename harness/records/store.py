@@ -1,0 +1,212 @@
+"""A results directory: one JSON file per record, never overwritten, and an SQLite index."""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import SchemaError, UsageError
+from harness.core.files import TMP_PREFIX, write_atomic
+from harness.core.interrupts import stop_signals_deferred
+from harness.records.record import load_record
+
+INDEX_NAME = "index.sqlite"
+BUSY_TIMEOUT_S = 60
+COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
+           "launcher", "precision", "world_size", "mode", "spec_key", "suite")
+
+
+def _enable_wal(connection: sqlite3.Connection) -> None:
+    """Switch the index to WAL, so readers never block the writer. Writers that create a store
+    at the same moment can get `database is locked` here without SQLite waiting out the busy
+    timeout, so this retries for as long as the timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(2 * delay, 0.25)
+
+
+def _cell(value: Any) -> Any:
+    """A value SQLite can bind: a record file may hold a list, a 2**70 or a lone surrogate
+    (from a JSON escape, or an undecodable file name) where the index expects a scalar."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, int) and not -2**63 <= value < 2**63:
+        return None
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return None
+
+
+class Store:
+    """Record files named so they sort by time, plus an index that can always be rebuilt."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / INDEX_NAME
+
+    def ensure_writable(self) -> None:
+        """Create the directory and prove it takes files, or raise UsageError before any run."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle, probe = tempfile.mkstemp(prefix=TMP_PREFIX, dir=self.root)
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as exc:
+            raise UsageError(f"--out {self.root}: not writable ({exc.strerror or exc})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.index_path, timeout=BUSY_TIMEOUT_S)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
+            _enable_wal(connection)
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))")
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
+        spec = record.get("spec", {})
+        return tuple(_cell(value) for value in (
+            record["run_id"], path.name, record["created_at"], record["status"],
+            spec.get("workload"), spec.get("size"), spec.get("backend"), spec.get("comm"),
+            spec.get("launcher"), spec.get("precision"), spec.get("world_size"),
+            spec.get("mode"), record.get("spec_key"), spec.get("suite")))
+
+    def _index(self, rows: list[tuple[Any, ...]]) -> None:
+        with self._connect() as connection:
+            connection.executemany(
+                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' for _ in COLUMNS)})", rows)
+        connection.close()
+
+    def add(self, record: dict[str, Any]) -> Path:
+        """Store a record under a new file name; an existing record is never replaced."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+        with stop_signals_deferred():
+            for attempt in range(100):
+                suffix = "" if attempt == 0 else f"-{attempt}"
+                path = self.root / f"{record['run_id']}{suffix}.json"
+                try:
+                    write_atomic(path, text, exclusive=True)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise OSError(f"could not find a free file name for run {record['run_id']}")
+            self._index([self._row(record, path)])
+        return path
+
+    def record_paths(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("*.json") if not p.name.startswith(TMP_PREFIX))
+
+    def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every readable record; unreadable files are reported in `warnings` and skipped."""
+        for path in self.record_paths():
+            try:
+                yield load_record(path)
+            except SchemaError as exc:
+                if warnings is not None:
+                    warnings.append(f"skipped {exc}")
+
+    def rebuild_index(self) -> int:
+        """Recreate the index from the record files alone; returns how many were indexed."""
+        self.index_path.unlink(missing_ok=True)
+        for suffix in ("-wal", "-shm"):
+            Path(str(self.index_path) + suffix).unlink(missing_ok=True)
+        rows = self._rows(self.record_paths())
+        self._index(rows)
+        return len(rows)
+
+    def _rows(self, paths: list[Path]) -> list[tuple[Any, ...]]:
+        """Index rows of the loadable records among `paths`; damaged files stay out of the
+        index (report and compare warn about them)."""
+        rows = []
+        for path in paths:
+            try:
+                rows.append(self._row(load_record(path), path))
+            except SchemaError:
+                continue
+        return rows
+
+    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+        """The newest successful world_size=1 record of the same experiment: same per-rank
+        batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
+        if not self.index_path.exists():
+            return None
+        connection = self._connect()
+        try:
+            rows = connection.execute(
+                "SELECT path FROM runs WHERE status = 'success' AND world_size = 1 AND "
+                "workload = ? AND size = ? AND backend = ? AND precision = ? AND mode = ? "
+                "ORDER BY created_at DESC",
+                (spec.workload, spec.size, spec.backend, spec.precision, spec.mode)).fetchall()
+        finally:
+            connection.close()
+        strong = None
+        for (name,) in rows:
+            try:
+                record = load_record(self.root / name)
+            except SchemaError:
+                continue
+            batch = record["spec"].get("batch_per_rank")
+            if batch == spec.batch_per_rank:
+                return record
+            if strong is None and batch == spec.global_batch:
+                strong = record
+        return strong
+
+    def reconcile_index(self) -> int:
+        """Bring the index in line with the record files, in place: rows for files it lacks
+        (a store copied without its index, a crash between file and row), none for files
+        that are gone. Concurrent writers keep their rows (nothing is dropped and rebuilt);
+        an unreadable index is rebuilt. Returns how many rows changed."""
+        try:
+            connection = self._connect()
+            try:
+                indexed = {row[0] for row in connection.execute("SELECT path FROM runs")}
+            finally:
+                connection.close()
+        except sqlite3.DatabaseError:
+            return self.rebuild_index()
+        paths = {p.name: p for p in self.record_paths()}
+        rows = self._rows([paths[name] for name in sorted(set(paths) - indexed)])
+        gone = sorted(indexed - set(paths))
+        if rows:
+            self._index(rows)
+        if gone:
+            with self._connect() as connection:
+                connection.executemany("DELETE FROM runs WHERE path = ?", [(n,) for n in gone])
+            connection.close()
+        return len(rows) + len(gone)
+
+    def count_success(self, spec_key: str) -> int:
+        """Successful records of one spec (for --resume)."""
+        if not self.index_path.exists():
+            return 0
+        query = "SELECT COUNT(*) FROM runs WHERE spec_key = ? AND status = 'success'"
+        params: list[Any] = [spec_key]
+        connection = self._connect()
+        try:
+            return int(connection.execute(query, params).fetchone()[0])
+        finally:
+            connection.close()

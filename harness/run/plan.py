@@ -1,0 +1,107 @@
+"""Turn a suite and command-line options into the list of validated, fully resolved specs."""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from harness.core.errors import UsageError
+from harness.core.spec import RunSpec, performance_env
+from harness.run.suites import Suite
+from harness.run.validate import validate
+
+# Command-line options that may be given several times; one run per combination.
+MULTI_KEYS = ("workload", "size", "backend", "comm", "precision", "nproc")
+
+
+def best_backend() -> str:
+    from backends import COMPUTE_BACKENDS
+
+    return "cuda" if COMPUTE_BACKENDS.get("cuda").availability().available else "cpu"
+
+
+def backend_precisions(options: dict[str, Any]) -> list[str]:
+    """`precision = "all"` in a suite: every precision the run's backend supports."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = options.get("backend") or "auto"
+    return list(COMPUTE_BACKENDS.get(best_backend() if backend == "auto" else backend)
+                .precisions)
+
+
+def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
+    """A full spec from one run's options: defaults from the workload preset and the machine."""
+    from workloads import get_workload
+
+    backend = options.get("backend") or "auto"
+    if backend == "auto":
+        backend = best_backend()
+    workload = get_workload(options["workload"])
+    size = options.get("size") or "small"
+    preset = workload.preset(size)
+    nproc = options.get("nproc") or 1
+    threads = options.get("threads") or 0
+    if not threads and backend == "cpu":
+        threads = max(1, len(os.sched_getaffinity(0)) // nproc)
+    spec = RunSpec(
+        workload=workload.name, size=size, backend=backend,
+        comm=options.get("comm") or ("none" if nproc * (options.get("nnodes") or 1) == 1
+                                     else "gloo"),
+        launcher=options.get("launcher") or "local",
+        precision=options.get("precision") or "fp32",
+        nproc_per_node=nproc, nnodes=options.get("nnodes") or 1,
+        batch_per_rank=options.get("batch_size") or preset.default_batch(backend),
+        steps=options.get("steps") or preset.steps,
+        warmup=preset.warmup if options.get("warmup") is None else options["warmup"],
+        mode=options.get("mode") or "throughput",
+        seed=options.get("seed") or 0,
+        threads=threads,
+        channels_last=(workload.image_model if options.get("channels_last") is None
+                       else bool(options["channels_last"]) and workload.image_model),
+        compile=bool(options.get("compile")),
+        bucket_mb=options.get("bucket_mb") or 25,
+        compression=options.get("compression") or "none",
+        data=options.get("data"),
+        suite=suite_name,
+        env=tuple(performance_env().items()),
+    )
+    return validate(spec)
+
+
+def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, int]]:
+    """(spec, repeat) pairs: suite runs with command-line options laid over them.
+
+    A command-line value replaces the suite's; `-w` given with a suite selects its runs.
+    """
+    overrides = {k: v for k, v in cli.items() if v not in (None, [], ())}
+    selected = overrides.pop("workload", None)
+    if suite is None:
+        if not selected:
+            raise UsageError("no workload given: name a suite or use -w/--workload")
+        base_runs: list[dict[str, Any]] = [{"workload": name} for name in selected]
+    else:
+        base_runs = [dict(run) for run in suite.runs]
+        if selected:
+            unknown = sorted(set(selected) - {r["workload"] for r in base_runs})
+            if unknown:
+                from workloads import WORKLOADS
+
+                WORKLOADS.get(unknown[0])
+                raise UsageError(f"suite {suite.name} has no run of workload {unknown[0]!r}")
+            base_runs = [r for r in base_runs if r["workload"] in selected]
+    multi = {k: overrides.pop(k) for k in MULTI_KEYS if k in overrides}
+    planned: list[tuple[RunSpec, int]] = []
+    seen: set[RunSpec] = set()
+    for run in base_runs:
+        keys = list(multi)
+        for combination in itertools.product(*(multi[k] for k in keys)) if keys else [()]:
+            options = {**run, **overrides, **dict(zip(keys, combination, strict=True))}
+            repeat = options.pop("repeat", 1) or 1
+            precisions = (backend_precisions(options) if options.get("precision") == "all"
+                          else [options.get("precision")])
+            for precision in precisions:
+                spec = resolve({**options, "precision": precision}, suite.name if suite else None)
+                if spec not in seen:
+                    seen.add(spec)
+                    planned.append((spec, repeat))
+    return planned

@@ -1,0 +1,124 @@
+"""Suites: named sets of runs, built in or read from a user's TOML file (data only)."""
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UsageError
+
+MAX_SUITE_BYTES = 1 * 2**20
+MAX_SUITE_RUNS = 10_000
+RUN_KEYS = {
+    "workload": str, "size": str, "backend": str, "comm": str, "launcher": str,
+    "precision": str, "nproc": int, "nnodes": int, "batch_size": int, "steps": int,
+    "warmup": int, "mode": str, "repeat": int, "threads": int, "channels_last": bool,
+    "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str,
+}
+TOP_KEYS = ("name", "description", "defaults", "runs")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A suite's name and its runs, each a dict of run options (lists already expanded)."""
+
+    name: str
+    description: str
+    runs: tuple[dict[str, Any], ...]
+
+
+def builtin_names() -> list[str]:
+    folder = resources.files("harness.run") / "suites"
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
+    expected = RUN_KEYS[key]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise UsageError(f"{source}: {where}.{key} is an empty list")
+    for item in values:
+        if expected is int and (isinstance(item, bool) or not isinstance(item, int)):
+            raise UsageError(f"{source}: {where}.{key} must be an integer, got {item!r}")
+        if expected is not int and not isinstance(item, expected):
+            raise UsageError(f"{source}: {where}.{key} must be a {expected.__name__}, "
+                             f"got {item!r}")
+        minimum = 0 if key in ("warmup", "threads", "seed") else 1
+        if expected is int and item < minimum:
+            raise UsageError(f"{source}: {where}.{key} must be "
+                             f"{'>= 0' if minimum == 0 else 'positive'}, got {item}")
+    return values
+
+
+def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{source}: {where} must be a table")
+    unknown = sorted(set(table) - set(RUN_KEYS))
+    if unknown:
+        raise UsageError(f"{source}: unknown key {unknown[0]!r} in {where}; valid keys: "
+                         f"{', '.join(sorted(RUN_KEYS))}")
+    return {key: _check_value(source, where, key, value) for key, value in table.items()}
+
+
+def parse_suite(text: str, source: str, default_name: str) -> Suite:
+    """Parse and validate a suite document; every problem is a one-line UsageError."""
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{source}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{source}: not valid TOML (arrays or tables nested too deeply)") from None
+    unknown = sorted(set(document) - set(TOP_KEYS))
+    if unknown:
+        raise UsageError(f"{source}: unknown top-level key {unknown[0]!r}; valid keys: "
+                         f"{', '.join(TOP_KEYS)}")
+    name = document.get("name", default_name)
+    description = document.get("description", "")
+    if not isinstance(name, str) or not name or not isinstance(description, str):
+        raise UsageError(f"{source}: name and description must be strings")
+    defaults = _check_table(source, "defaults", document.get("defaults", {}))
+    runs = document.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise UsageError(f"{source}: a suite needs at least one [[runs]] table")
+    expanded: list[dict[str, Any]] = []
+    for index, entry in enumerate(runs):
+        table = {**defaults, **_check_table(source, f"runs[{index}]", entry)}
+        if "workload" not in table:
+            raise UsageError(f"{source}: runs[{index}] has no workload")
+        keys = list(table)
+        count = math.prod(len(table[k]) for k in keys)
+        if len(expanded) + count > MAX_SUITE_RUNS:
+            raise UsageError(f"{source}: the suite expands to more than {MAX_SUITE_RUNS} runs; "
+                             "split it into smaller suites")
+        for combination in itertools.product(*(table[k] for k in keys)):
+            expanded.append(dict(zip(keys, combination, strict=True)))
+    return Suite(name=name, description=description, runs=tuple(expanded))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name, or a TOML file by path."""
+    if name_or_path in builtin_names():
+        resource = resources.files("harness.run") / "suites" / f"{name_or_path}.toml"
+        return parse_suite(resource.read_text(encoding="utf-8"), f"suite {name_or_path}",
+                           name_or_path)
+    path = Path(name_or_path)
+    if not path.suffix and not path.exists():
+        raise UsageError(f"unknown suite {name_or_path!r}; choose from: "
+                         f"{', '.join(builtin_names())}, or give a .toml file")
+    try:
+        size = path.stat().st_size
+        if size > MAX_SUITE_BYTES:
+            raise UsageError(f"suite {path}: {size} bytes is over the "
+                             f"{MAX_SUITE_BYTES}-byte limit")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"suite {path}: no such file") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"suite {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise UsageError(f"suite {path}: cannot read ({exc.strerror or exc})") from None
+    return parse_suite(text, f"suite {path}", path.stem)

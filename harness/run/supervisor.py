@@ -1,0 +1,398 @@
+"""Start a run's ranks through its launcher, watch them, and bring back their measurements.
+
+A rank that exits with an error, dies from a signal or stops making progress for
+`rank_timeout` seconds ends the run: the launcher's whole process tree is terminated (then
+killed), every process carrying this run's DTBENCH_RUN_ID is swept up, and the failure names
+the rank and the cause.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness.core.errors import RunFailed, SkipRun
+from harness.core.spec import LaunchOptions
+
+POLL_S = 0.2
+GRACE_S = 10.0
+TERM_WAIT_S = 5.0
+RUN_ID_VAR = "DTBENCH_RUN_ID"
+SPEC_VAR = "DTBENCH_SPEC_JSON"
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port free right now on `address` (the rendezvous binds it moments later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((address if address not in ("localhost", "") else "127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+# Deaths that usually follow another rank's failure rather than cause one: SIGTERM is how
+# torchrun, mpirun and dtbench stop the ranks left after a failure, and gloo aborts a rank
+# (SIGABRT) whose peer vanished in the middle of a collective.
+CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
+
+
+def killed_by_cause(code: int) -> bool:
+    """An exit code that says the process was killed by a signal that is itself a cause."""
+    return code < 0 and -code not in CONSEQUENCE_SIGNALS
+
+
+_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
+_OPEN_MPI_KILL = re.compile(
+    r"noticed that process rank (\d+) with PID \d+ on node \S+ exited\s+on\s+signal (\d+)")
+_SRUN_TASKS = re.compile(r"srun: error: \S+: tasks? ([\d,\-]+): ([^\n(]+)")
+_SIGNAL_TEXTS = {text: number for number in signal.Signals
+                 if (text := signal.strsignal(number)) is not None}
+
+
+def _task_list(text: str) -> list[int]:
+    """Slurm's task list: "1", "0,2" or "0-3"."""
+    tasks: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += range(int(first), int(last or first) + 1)
+    return tasks
+
+
+def launcher_kills(log: str) -> list[tuple[int, int]]:
+    """(rank, -signal) for each rank that the launcher's own report says a signal killed,
+    leaving out CONSEQUENCE_SIGNALS; torchrun's root cause first.
+
+    torchrun prints its failures (the others first, then the "Root Cause (first observed
+    failure)") when it exits. It picks the root cause by time stamp, and a SIGKILLed rank,
+    which leaves no error file, is stamped when torchrun noticed: a peer failing on the
+    broken connection can be stamped earlier and named instead. So the killed rank is
+    looked for among all the entries. Open MPI says "... noticed that process rank 1 with
+    PID ... exited on signal 9 (Killed)", srun "srun: error: node: task 1: Killed" (the
+    signal's strsignal text; tasks are ranks).
+    """
+    kills: list[tuple[int, int]] = []
+    report, found, cause = log.rpartition("Root Cause (first observed failure)")
+    if found:
+        entries = (_TORCHRUN_ENTRY.findall(cause)
+                   + _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2]))
+        kills += [(int(rank), int(code)) for rank, code in entries]
+    kills += [(int(rank), -int(number)) for rank, number in _OPEN_MPI_KILL.findall(log)]
+    for tasks, text in _SRUN_TASKS.findall(log):
+        number = _SIGNAL_TEXTS.get(text.strip())
+        if number is not None:
+            kills += [(rank, -int(number)) for rank in _task_list(tasks)]
+    return [kill for kill in kills if killed_by_cause(kill[1])]
+
+
+def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
+    """Kill any process left with this run's id in its environment; returns their pids."""
+    killed = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(RUN_ID_VAR) == run_id:
+                proc.send_signal(sig)
+                killed.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return killed
+
+
+@dataclass
+class RankState:
+    """What the run directory says about one rank."""
+
+    rank: int
+    pid: int | None = None
+    phase: str = "starting"
+    done: int = 0
+    total: int = 0
+    beat: float = 0.0
+    status: str | None = None
+    error: str | None = None
+    host: str | None = None
+    ended: float | None = None  # when the rank wrote its final status (time.time())
+
+
+class Supervisor:
+    """Runs one distributed spec to completion or to a clear failure."""
+
+    def __init__(self, spec: Any, launch: LaunchOptions, run_id: str,
+                 progress: Callable[[str, int, int], None] | None = None,
+                 log_path: Path | None = None) -> None:
+        self.spec = spec
+        self.launch = launch
+        self.run_id = run_id
+        self.progress = progress or (lambda phase, done, total: None)
+        self.log_path = log_path
+        self.run_dir = Path(tempfile.mkdtemp(prefix=f"dtbench-{run_id}-"))
+        self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
+        self.started = 0.0
+
+    def run(self) -> list[dict[str, Any]] | None:
+        """Every rank's result (on node 0); None on other nodes, which write no record."""
+        from backends import LAUNCHERS
+
+        try:
+            launcher = LAUNCHERS.get(self.spec.launcher)()
+            spec_file = self.run_dir / "spec.json"
+            spec_file.write_text(json.dumps(self.spec.as_dict()))
+            rank_args = ["--spec", str(spec_file), "--run-dir", str(self.run_dir),
+                         "--timeout", str(self.launch.rank_timeout)]
+            if self.log_path is not None and getattr(self.spec, "mode", None) == "ttt":
+                rank_args += ["--log", str(self.log_path)]
+            env = self._environment()
+            commands = launcher.commands(self.spec, self.launch, rank_args, env)
+            self._start(commands, env)
+            failure = self._watch()
+            if failure is not None:
+                raise RunFailed(failure)
+            return self._results()
+        finally:
+            self._terminate()
+            if os.environ.get("DTBENCH_KEEP_RUN_DIR") != "1":
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # mpirun/srun ranks find rank 0 themselves (mpi_pg broadcasts its addresses); an
+        # address is only imposed on them when the user gave one.
+        address = self.launch.master_addr
+        if address is None and self.spec.comm != "mpi":
+            # gloo/nccl need a rendezvous host: this one (srun runs from the allocation's
+            # first node; torchrun and local ranks start here).
+            address = socket.gethostname() if self.spec.nnodes > 1 else "127.0.0.1"
+        port = self.launch.master_port or free_port(address or "127.0.0.1")
+        self.launch = LaunchOptions(self.launch.node_rank, address or "127.0.0.1", port,
+                                    self.launch.hostfile, self.launch.rank_timeout)
+        env.update({RUN_ID_VAR: self.run_id, "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
+                    SPEC_VAR: json.dumps(self.spec.as_dict())})
+        if address is not None:
+            env["MASTER_ADDR"] = address
+        else:
+            env.pop("MASTER_ADDR", None)
+        if self.spec.backend == "cpu" and self.spec.threads:
+            env["OMP_NUM_THREADS"] = str(self.spec.threads)
+        root = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        return env
+
+    def _start(self, commands: list[Any], base: dict[str, str]) -> None:
+        self.started = time.monotonic()
+        for command in commands:
+            log = open(self.run_dir / f"launcher-{len(self.procs)}.log", "wb")  # noqa: SIM115
+            proc = subprocess.Popen(command.argv, env={**base, **command.env},
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            log.close()
+            self.procs.append((proc, command.rank))
+
+    def _states(self) -> dict[int, RankState]:
+        states: dict[int, RankState] = {}
+        for path in self.run_dir.glob("heartbeat-*.json"):
+            try:
+                beat = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            states[beat["rank"]] = RankState(beat["rank"], beat.get("pid"), beat["phase"],
+                                             beat["done"], beat["total"], beat["time"],
+                                             host=beat.get("host"))
+        for path in self.run_dir.glob("status-*.json"):
+            try:
+                final = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            state = states.setdefault(final["rank"], RankState(final["rank"]))
+            state.status, state.error = final["status"], final.get("error")
+            ended = final.get("time")
+            state.ended = float(ended) if isinstance(ended, (int, float)) else None
+        return states
+
+    def _local_ranks(self) -> range:
+        first = self.launch.node_rank * self.spec.nproc_per_node
+        if self.spec.launcher in ("mpirun", "slurm"):
+            return range(0, self.spec.world_size)
+        return range(first, first + self.spec.nproc_per_node)
+
+    def _watch(self) -> str | None:
+        """Poll until every launcher process has exited; return a failure reason or None.
+
+        A dead, killed or hung rank is the cause; errors that its peers then report
+        ("connection closed by peer") are consequences, so they rank lower. Failures of
+        equal rank are ordered by time: a rank's own status carries the moment it failed.
+        """
+        failures: list[tuple[float, float, str]] = []  # (priority, time, reason)
+        seen: set[str] = set()
+
+        def note(priority: float, key: str, reason: str, at: float | None = None) -> None:
+            if key not in seen:
+                seen.add(key)
+                failures.append((priority, time.time() if at is None else at, reason))
+
+        direct = {rank for _, rank in self.procs if rank is not None}
+        # Under torchrun, Open MPI and srun a vanished rank may have been stopped by the
+        # launcher after a peer failed; their reports name the ranks a signal killed (-1).
+        reads_reports = self._launcher_reports_kills()
+        vanished_priority = 1.5 if reads_reports else 0
+        while True:
+            states = self._states()
+            lead = states.get(min(states)) if states else None
+            if lead is not None:
+                self.progress(lead.phase, lead.done, lead.total)
+            running = [p for p, _ in self.procs if p.poll() is None]
+            for proc, rank in self.procs:
+                code = proc.returncode
+                if code is not None and code < 0 and rank is not None:
+                    # A peer aborted or stopped by a signal is more likely a consequence
+                    # than a rank that reported its own error (priority 1).
+                    note(0 if killed_by_cause(code) else 1.5, f"rank {rank}",
+                         f"rank {rank} killed by {_signal_name(code)}")
+                elif code not in (None, 0):
+                    who = f"rank {rank}" if rank is not None else self.spec.launcher
+                    note(2, who, self._describe_exit(who, code, states, rank))
+            for rank, state in states.items():
+                # A rank started directly is judged by its exit code above; this finds ranks
+                # under torchrun, mpirun or srun that vanished, whose exit codes dtbench
+                # never sees.
+                if state.status is None and state.pid and state.host == socket.gethostname() \
+                        and rank in self._local_ranks() and rank not in direct \
+                        and not psutil.pid_exists(state.pid):
+                    note(vanished_priority, f"rank {rank}", f"rank {rank} died (process "
+                         f"{state.pid} vanished during {state.phase})")
+                if state.status == "failed":
+                    note(1, f"rank {rank} status", f"rank {rank}: {state.error}", state.ended)
+            hung = self._hung_rank(states)
+            if hung is not None:
+                note(0, "hung", hung)
+            for rank, code in self._launcher_kills() if reads_reports else []:
+                note(-1, f"rank {rank} killed", f"rank {rank} killed by {_signal_name(code)} "
+                                                f"({self.spec.launcher})")
+            if not running:
+                break
+            if failures and (time.time() - min(f[1] for f in failures) > GRACE_S
+                             or any(f[2] == hung for f in failures)):
+                break
+            time.sleep(POLL_S)
+        if failures and not self._all_ranks_succeeded():
+            return min(failures)[2]
+        states = self._states()
+        skipped = [s for s in states.values() if s.status == "skipped"]
+        if skipped:
+            raise SkipRun(skipped[0].error or "skipped by a rank")
+        return None
+
+    def _describe_exit(self, who: str, code: int | None, states: dict[int, RankState],
+                       rank: int | None) -> str:
+        state = states.get(rank) if rank is not None else None
+        if state is not None and state.status == "failed":
+            return f"{who}: {state.error}"
+        if code < 0:
+            return f"{who} killed by {_signal_name(code)}"
+        tail = self._log_tail()
+        return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
+
+    def _all_ranks_succeeded(self) -> bool:
+        """Every rank of this node reported success (and node 0 has the result): an abort
+        while tearing the process group down afterwards does not undo the measurement."""
+        states = self._states()
+        local = [r for r in self._local_ranks() if r in states or self.spec.launcher == "local"]
+        if not local or any(states.get(r) is None or states[r].status != "success"
+                            for r in local):
+            return False
+        return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
+
+    def _launcher_reports_kills(self) -> bool:
+        """Whether launcher_kills can read this launcher's failure report."""
+        if self.spec.launcher == "mpirun":
+            from backends.launchers import is_open_mpi, mpirun_path
+
+            path = mpirun_path()
+            return path is not None and is_open_mpi(path)
+        return self.spec.launcher in ("torchrun", "slurm")
+
+    def _launcher_kills(self) -> list[tuple[int, int]]:
+        """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""
+        kills: list[tuple[int, int]] = []
+        for path in sorted(self.run_dir.glob("launcher-*.log")):
+            try:
+                kills += launcher_kills(path.read_text(errors="replace"))
+            except OSError:
+                continue
+        return kills
+
+    def _log_tail(self) -> str:
+        lines: list[str] = []
+        for path in sorted(self.run_dir.glob("launcher-*.log")):
+            try:
+                lines += [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+            except OSError:
+                continue
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+        return (errors or lines or [""])[-1].strip()[:300]
+
+    def _hung_rank(self, states: dict[int, RankState]) -> str | None:
+        timeout = self.launch.rank_timeout
+        now = time.time()
+        if not states:
+            if time.monotonic() - self.started > timeout:
+                return f"no rank started within {timeout:.0f} s"
+            return None
+        waiting = [s for s in states.values() if s.status is None]
+        if not waiting:
+            return None
+        stalest = min(waiting, key=lambda s: (s.beat, s.done))
+        if now - stalest.beat > timeout:
+            return (f"rank {stalest.rank} hung: no progress for {timeout:.0f} s "
+                    f"(last: {stalest.phase} {stalest.done}/{stalest.total})")
+        return None
+
+    def _results(self) -> list[dict[str, Any]] | None:
+        path = self.run_dir / "result.json"
+        if not path.exists():
+            if 0 not in self._local_ranks():
+                return None
+            raise RunFailed(f"ranks finished but rank 0 wrote no result: {self._log_tail()}")
+        return list(json.loads(path.read_text()))
+
+    def _terminate(self) -> None:
+        """SIGTERM the launchers' process groups, SIGKILL what remains, sweep the run id."""
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        deadline = time.monotonic() + TERM_WAIT_S
+        for proc, _ in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for proc, _ in self.procs:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if proc.poll() is None:
+                proc.wait(timeout=TERM_WAIT_S)
+        sweep_run_processes(self.run_id)

@@ -1,0 +1,63 @@
+"""Reject nonsense run specs with a message that says what would work (SPEC section 4).
+
+Availability on this machine is not checked here: an unavailable but valid choice becomes a
+`skipped` record, while an invalid one is a usage error.
+"""
+from __future__ import annotations
+
+from harness.core.errors import UsageError
+from harness.core.spec import (
+    COMM_CHOICES,
+    COMPRESSIONS,
+    LAUNCHER_CHOICES,
+    MODES,
+    PRECISIONS,
+    SIZES,
+    RunSpec,
+)
+
+
+def _check_choice(what: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
+    if value not in choices:
+        raise UsageError(f"unknown {what} {value!r}; choose from: {', '.join(choices)}")
+
+
+def _check_positive(what: str, value: int, allow_zero: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{what} must be an integer, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise UsageError(f"{what} must be {'>= 0' if allow_zero else 'positive'}, got {value}")
+
+
+def validate(spec: RunSpec) -> RunSpec:
+    """Reject nonsense combinations with a message that says what would work.
+
+    Availability on this machine is not checked here: an unavailable but valid choice becomes
+    a `skipped` record, while an invalid one is a usage error.
+    """
+    from backends import COMPUTE_BACKENDS
+    from workloads import WORKLOADS
+
+    WORKLOADS.get(spec.workload)
+    COMPUTE_BACKENDS.get(spec.backend)
+    _check_choice("size", spec.size, SIZES)
+    _check_choice("precision", spec.precision, PRECISIONS)
+    _check_choice("mode", spec.mode, MODES)
+    _check_choice("comm backend", spec.comm, COMM_CHOICES)
+    _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
+    _check_choice("compression", spec.compression, COMPRESSIONS)
+    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps", "bucket_mb"):
+        _check_positive(what, getattr(spec, what))
+    _check_positive("warmup", spec.warmup, allow_zero=True)
+    _check_positive("threads", spec.threads, allow_zero=True)
+    _check_positive("seed", spec.seed, allow_zero=True)
+    if spec.comm == "nccl" and spec.backend != "cuda":
+        raise UsageError("--comm nccl needs --backend cuda; on cpu use --comm gloo or --comm mpi")
+    if spec.world_size > 1 and spec.comm == "none":
+        raise UsageError(f"world size {spec.world_size} needs a communication backend: "
+                         "--comm gloo, mpi or nccl")
+    if spec.compression != "none" and not spec.distributed:
+        raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
+    if spec.precision == "fp16" and spec.backend == "cpu":
+        raise UsageError("fp16 with grad scaling is a CUDA precision; on cpu use fp32 or bf16")
+    return spec

@@ -1,0 +1,380 @@
+"""`dtbench compare`: spec matching, the ratio CI and rank test, verdicts and exit codes."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from harness.commands.cli import main
+from harness.compare.matching import compare_records, match_specs
+from harness.compare.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
+from harness.records.record import Metric
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
+GLOBAL_BATCH = 16
+
+
+def steady_steps(n: int = 12, seed: int = 0, mean: float = 0.010, noise: float = 0.0002
+                 ) -> list[float]:
+    """Step times of a quiet machine: small noise around `mean` (seeded, so reproducible)."""
+    return list(np.random.default_rng(seed).normal(mean, noise, n))
+
+
+def make_record(run_id: str, step_samples: list[float], *, workload: str = "hep_cnn",
+                machine_id: str = "00112233aabbccdd", spec_key: str | None = "0123456789abcdef",
+                extra_metrics: list[Metric] | None = None, **spec: Any) -> dict[str, Any]:
+    """The golden record with step_time/throughput/derived metrics computed from step times."""
+    record = json.loads(GOLDEN.read_text())
+    record["run_id"] = run_id
+    record["machine"]["machine_id"] = machine_id
+    record["spec"].update(workload=workload, **spec)
+    if spec_key is None:
+        record.pop("spec_key")
+    else:
+        record["spec_key"] = spec_key
+    throughput = [GLOBAL_BATCH / s for s in step_samples]
+    metrics = [
+        Metric("step_time", "s", float(np.median(step_samples)), False, samples=step_samples),
+        Metric("throughput", "samples/s", float(np.median(throughput)), True, samples=throughput),
+        Metric("flops_per_sample", "FLOP", 45e6, False),
+        Metric("peak_flops", "FLOP/s", 1e11, True),
+        *(extra_metrics or []),
+    ]
+    record["metrics"] = [m.as_dict() for m in metrics]
+    return record
+
+
+def scaled(record: dict[str, Any], run_id: str, name: str, factor: float) -> dict[str, Any]:
+    """A copy of `record` whose `name` samples (and value) are multiplied by `factor`."""
+    changed = copy.deepcopy(record)
+    changed["run_id"] = run_id
+    for entry in changed["metrics"]:
+        if entry["name"] == name:
+            entry["value"] *= factor
+            if "samples" in entry:
+                entry["samples"] = [s * factor for s in entry["samples"]]
+    return changed
+
+
+def write(path: Path, document: Any) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def last_line(text: str) -> str:
+    return text.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def baseline(tmp_path: Path) -> str:
+    return write(tmp_path / "baseline.json", make_record("base-1", steady_steps()))
+
+
+# --- command line ------------------------------------------------------------------------------
+
+def test_same_file_exits_zero(baseline: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", baseline, baseline]) == 0
+    out = capsys.readouterr().out
+    assert last_line(out) == "no significant regression (threshold 5%)"
+    assert "1.000" in out
+    assert "flops_per_sample" not in out and "peak_flops" not in out
+
+
+def test_slower_candidate_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    record = make_record("base-1", steady_steps())
+    slower = scaled(scaled(record, "cand-1", "throughput", 0.8), "cand-1", "step_time", 1.25)
+    base = write(tmp_path / "a.json", record)
+    cand = write(tmp_path / "b.json", slower)
+    assert main(["compare", base, cand]) == 1
+    summary = last_line(capsys.readouterr().out)
+    assert summary.startswith("2 regression(s):")
+    assert "throughput on hep_cnn (tiny/cpu/fp32/none/ws1/bs16)" in summary
+    assert "step_time on hep_cnn" in summary
+
+
+def test_improvement_is_not_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                         ) -> None:
+    record = make_record("base-1", steady_steps())
+    faster = scaled(scaled(record, "cand-1", "throughput", 1.25), "cand-1", "step_time", 0.8)
+    assert main(["compare", write(tmp_path / "a.json", record),
+                 write(tmp_path / "b.json", faster)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("improved") == 2
+    assert last_line(out) == "no significant regression (threshold 5%)"
+
+
+def test_noise_from_one_distribution_is_not_flagged(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(1234)
+    noisy = {name: list(rng.normal(0.010, 0.0015, 30)) for name in ("a", "b")}
+    a = make_record("run-a", noisy["a"])
+    b = make_record("run-b", noisy["b"])
+    # The medians differ by more than the 5% threshold by chance alone; only the CI and the
+    # rank test keep this from being flagged, in either direction.
+    ratios = {row.metric: row.ratio for row in compare_records([a], [b], 5.0).rows}
+    assert abs(ratios["step_time"] - 1.0) > 0.05
+    for first, second in ((a, b), (b, a)):
+        base = write(tmp_path / "base.json", first)
+        cand = write(tmp_path / "cand.json", second)
+        assert main(["compare", base, cand]) == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()
+                if line.startswith("hep_cnn")]
+        assert [row[-1] for row in rows] == ["ok", "ok"]
+
+
+def test_small_slowdown_is_below_the_threshold(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps(n=20, noise=0.00005)
+    base = write(tmp_path / "a.json", make_record("base-1", steps))
+    cand = write(tmp_path / "b.json", make_record("cand-1", [s * 1.03 for s in steps]))
+    assert main(["compare", base, cand, "--threshold", "5"]) == 0
+    capsys.readouterr()
+    # The 3% change is real (significant), so a tighter threshold does flag it.
+    assert main(["compare", base, cand, "--threshold", "2"]) == 1
+    assert last_line(capsys.readouterr().out).startswith("2 regression(s):")
+
+
+def test_metric_without_samples_is_shown_but_never_flagged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    base = make_record("base-1", steps, extra_metrics=[Metric("time_to_train", "s", 100.0, False)])
+    cand = make_record("cand-1", steps, extra_metrics=[Metric("time_to_train", "s", 150.0, False)])
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "b.json", cand)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "time_to_train" in line)
+    assert "1.500" in row and row.rstrip().endswith("no samples")
+
+
+def test_stores_as_inputs_pool_repeats(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    for repeat in range(2):
+        steps = steady_steps(n=6, seed=repeat)
+        write(tmp_path / "old" / f"base-{repeat}.json", make_record(f"base-{repeat}", steps))
+        write(tmp_path / "new" / f"cand-{repeat}.json",
+              make_record(f"cand-{repeat}", [s * 1.3 for s in steps]))
+    write(tmp_path / "new" / "lstm.json", make_record("cand-lstm", steady_steps(), workload="lstm",
+                                                      spec_key="fedcba9876543210"))
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--json",
+                 str(tmp_path / "cmp.json")]) == 1
+    out = capsys.readouterr().out
+    assert "only in candidate: lstm (tiny/cpu/fp32/none/ws1/bs16)" in out
+    written = json.loads((tmp_path / "cmp.json").read_text())
+    rows = {row["metric"]: row for row in written["rows"]}
+    # Two runs a side: runs, not their 12 steps, are the unit of the statistics.
+    assert rows["step_time"]["n_baseline"] == 2 and rows["step_time"]["n_candidate"] == 2
+    assert rows["step_time"]["level"] == "runs"
+    assert rows["step_time"]["verdict"] == "regression"
+    assert rows["step_time"]["ratio"] == pytest.approx(1.3, rel=0.05)
+    low, high = rows["step_time"]["ci95"]
+    assert 1.0 < low <= high
+    assert written["regressions"] == 2
+    assert written["only_in_candidate"] == [{"workload": "lstm",
+                                             "spec": "tiny/cpu/fp32/none/ws1/bs16"}]
+
+
+def test_damaged_file_in_store_warns_and_is_skipped(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "store" / "good.json", make_record("base-1", steady_steps()))
+    (tmp_path / "store" / "broken.json").write_text('{"schema_version": 1, "run_')
+    assert main(["compare", str(tmp_path / "store"), str(tmp_path / "store")]) == 0
+    captured = capsys.readouterr()
+    assert "dtbench: warning:" in captured.err and "broken.json" in captured.err
+    assert "step_time" in captured.out
+
+
+def test_side_without_readable_records_is_bad_usage(tmp_path: Path, baseline: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("not json")
+    assert main(["compare", baseline, str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("dtbench: error:") == 1 and str(broken) in err.splitlines()[-1]
+
+
+def test_different_machines_warn_but_pass(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    base = write(tmp_path / "a.json", make_record("base-1", steps, machine_id="aaaa"))
+    cand = write(tmp_path / "b.json", make_record("cand-1", steps, machine_id="bbbb"))
+    assert main(["compare", base, cand]) == 0
+    err = capsys.readouterr().err
+    assert "dtbench: warning:" in err and "different machines" in err and "aaaa" in err
+    assert main(["compare", base, base]) == 0
+    assert "different machines" not in capsys.readouterr().err
+
+
+def test_missing_path_is_one_line_exit_2(baseline: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    missing = str(tmp_path / "nowhere.json")
+    assert main(["compare", baseline, missing]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and missing in captured.err and "Traceback" not in (
+        captured.err)
+
+
+@pytest.mark.parametrize("threshold", ["0", "abc", "100"])
+def test_bad_threshold_is_exit_2(baseline: str, threshold: str,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", baseline, baseline, "--threshold", threshold]) == 2
+    assert capsys.readouterr().err.startswith("dtbench: error:")
+
+
+def test_json_is_written_without_nan(tmp_path: Path, baseline: str) -> None:
+    target = tmp_path / "cmp.json"
+    assert main(["compare", baseline, baseline, "--json", str(target)]) == 0
+    text = target.read_text()
+    assert "NaN" not in text
+    written = json.loads(text)
+    assert written["regressions"] == 0 and written["threshold_pct"] == 5.0
+    assert {row["metric"] for row in written["rows"]} == {"step_time", "throughput"}
+    assert all(row["verdict"] == "ok" and row["ratio"] == 1.0 for row in written["rows"])
+
+
+
+def pytest_benchmark_file(path: Path, step_times: list[float]) -> str:
+    """A minimal `--benchmark-json` file of one benchmark that timed `step_times`."""
+    return write(path, {
+        "machine_info": {"node": "bench01", "processor": "x86_64", "cpu": {"brand_raw": "Xeon"}},
+        "commit_info": {}, "datetime": "2024-01-02T03:04:05+00:00", "version": "4.0.0",
+        "benchmarks": [{"name": "test_train_step", "fullname": "bench.py::test_train_step",
+                        "stats": {"data": step_times, "rounds": len(step_times)},
+                        "extra_info": {"batch_size": GLOBAL_BATCH}}]})
+
+
+def test_pytest_benchmark_files_compare_like_records(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    base = pytest_benchmark_file(tmp_path / "0001_base.json", steps)
+    cand = pytest_benchmark_file(tmp_path / "0002_cand.json", [s * 1.25 for s in steps])
+    assert main(["compare", base, base]) == 0
+    capsys.readouterr()
+    assert main(["compare", base, cand]) == 1
+    summary = last_line(capsys.readouterr().out)
+    assert "step_time on test_train_step" in summary and "throughput" in summary
+
+# --- matching ----------------------------------------------------------------------------------
+
+def comm_record(run_id: str, op: str, samples: list[float],
+                sizes: tuple[int, ...] = (1024, 4096)) -> dict[str, Any]:
+    record = make_record(run_id, steady_steps(), workload=f"comm-{op}", spec_key=None,
+                         task="comm", op=op, sizes=list(sizes), mode="comm", size="-")
+    record["metrics"] = [Metric("busbw", "GB/s", float(np.median(samples)), True,
+                                samples=samples).as_dict()]
+    return record
+
+
+def test_comm_records_match_by_op() -> None:
+    busbw = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.98]
+    base = [comm_record("b-ar", "allreduce", busbw), comm_record("b-ag", "allgather", busbw)]
+    cand = [comm_record("c-ar", "allreduce", [v * 0.5 for v in busbw])]
+    comparison = compare_records(base, cand, 5.0)
+    assert [(row.workload, row.spec, row.verdict) for row in comparison.rows] == [
+        ("comm-allreduce", "cpu/fp32/none/ws1/allreduce/4K", "regression")]
+    assert [group.workload for group in comparison.only_in_baseline] == ["comm-allgather"]
+    # busbw is measured at the largest message size: a different sweep is a different spec.
+    longer = [comm_record("c-ar", "allreduce", busbw, sizes=(1024, 2**26))]
+    comparison = compare_records(base[:1], longer, 5.0)
+    assert comparison.rows == []
+    assert [g.label for g in comparison.only_in_candidate] == ["cpu/fp32/none/ws1/allreduce/64M"]
+
+
+def test_spec_key_separates_specs_the_fields_do_not() -> None:
+    steps = steady_steps()
+    base = [make_record("b1", steps, spec_key="k1"), make_record("b2", steps, spec_key="k2")]
+    cand = [make_record("c1", steps, spec_key="k1")]
+    pairs, only_base, only_cand = match_specs(base, cand)
+    assert [(b.records[0]["run_id"], c.records[0]["run_id"]) for b, c in pairs] == [("b1", "c1")]
+    assert [g.records[0]["run_id"] for g in only_base] == ["b2"] and only_cand == []
+    # A record without spec_key (a foreign file) falls back to the spec fields and pools all.
+    pairs, _, _ = match_specs(base, [make_record("c1", steps, spec_key=None)])
+    assert [len(b.records) for b, _ in pairs] == [2]
+
+
+def test_only_successful_records_are_compared() -> None:
+    failed = make_record("c1", [s * 2 for s in steady_steps()])
+    failed["status"] = "failed"
+    comparison = compare_records([make_record("b1", steady_steps())], [failed], 5.0)
+    assert comparison.rows == [] and comparison.regressions == []
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+def test_mann_whitney_identical_samples_give_p_one() -> None:
+    samples = steady_steps(n=20)
+    assert mann_whitney_p(samples, samples) == pytest.approx(1.0, abs=0.02)
+    assert mann_whitney_p([3.0] * 5, [3.0] * 7) == 1.0
+
+
+def test_mann_whitney_separated_samples_give_tiny_p() -> None:
+    low, high = np.arange(50.0), np.arange(100.0, 150.0)
+    assert mann_whitney_p(low, high) < 1e-15
+    assert mann_whitney_p(low, high) == mann_whitney_p(high, low)
+
+
+def test_mann_whitney_matches_the_normal_approximation_by_hand() -> None:
+    # U = 0, mean 12.5, sd sqrt(25 * 11 / 12); z = 12 / sd (continuity corrected) -> p = 0.01219.
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(0.012186, abs=1e-5)
+    # Ties shrink the variance: 9/12 * (7 - 18/30) = 4.8; z = 3.5 / sqrt(4.8) -> p = 0.11015.
+    assert mann_whitney_p([1, 1, 2], [2, 3, 3]) == pytest.approx(0.110149, abs=1e-5)
+
+
+def test_significance_needs_both_the_ci_and_the_rank_test() -> None:
+    def made(ci: tuple[float, float], p_value: float) -> RatioTest:
+        return RatioTest(10, 10, 1.0, 0.9, 0.9, ci[0], ci[1], p_value)
+
+    assert made((0.85, 0.95), 0.01).significant(higher_is_better=True, worse=True)
+    assert not made((0.85, 1.01), 0.01).significant(higher_is_better=True, worse=True)
+    assert not made((0.85, 0.95), 0.2).significant(higher_is_better=True, worse=True)
+    assert not made((0.85, 0.95), 0.01).significant(higher_is_better=False, worse=True)
+    assert made((1.05, 1.2), 0.01).significant(higher_is_better=False, worse=True)
+    assert made((1.05, 1.2), 0.01).significant(higher_is_better=True, worse=False)
+
+
+def test_bootstrap_ci_is_reproducible_and_brackets_the_ratio() -> None:
+    base, cand = steady_steps(seed=1), steady_steps(seed=2, mean=0.012)
+    first = bootstrap_ratio_ci(base, cand)
+    assert first == bootstrap_ratio_ci(base, cand)
+    test = RatioTest.of(base, cand)
+    assert test.ci_low < test.ratio < test.ci_high
+    assert test.ratio == pytest.approx(1.2, rel=0.03)
+    same = RatioTest.of(base, base)
+    assert same.ratio == 1.0 and same.ci_low <= 1.0 <= same.ci_high
+
+
+def _runs(tmp_path: Path, side: str, levels: list[float]) -> str:
+    """One record per run; each run's steps are tight around its own level (machine state)."""
+    for index, level in enumerate(levels):
+        write(tmp_path / side / f"{side}-{index}.json",
+              make_record(f"{side}-{index}", steady_steps(seed=index, mean=0.010 * level,
+                                                          noise=0.00005)))
+    return str(tmp_path / side)
+
+
+def test_run_to_run_noise_with_repeats_is_not_a_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Five runs each of the same code on a machine whose runs differ by up to 25%: every run
+    # is tight inside, so one run against another looks "significant" step by step.
+    base = _runs(tmp_path, "base", [1.00, 1.22, 0.97, 1.10, 1.25])
+    cand = _runs(tmp_path, "cand", [1.20, 1.02, 1.24, 0.99, 1.12])
+    single_base = str(tmp_path / "base" / "base-0.json")
+    single_cand = str(tmp_path / "cand" / "cand-0.json")
+    assert main(["compare", single_base, single_cand]) == 1
+    assert "note: where a side has one run" in capsys.readouterr().out
+    assert main(["compare", base, cand]) == 0
+    out = capsys.readouterr().out
+    assert "5/5 runs" in out and "no significant regression" in last_line(out)
+
+
+def test_a_real_slowdown_across_repeats_is_a_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = _runs(tmp_path, "base", [1.00, 1.03, 0.98, 1.01, 1.02])
+    cand = _runs(tmp_path, "cand", [1.30, 1.33, 1.28, 1.31, 1.35])
+    assert main(["compare", base, cand]) == 1
+    out = capsys.readouterr().out
+    assert "step_time on hep_cnn" in last_line(out) and "5/5 runs" in out

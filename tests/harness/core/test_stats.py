@@ -1,0 +1,101 @@
+"""Summary statistics: agreement with the statistics module, the median CI, variance warnings."""
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from harness.core.stats import Stats, median_ci
+
+SAMPLES = [0.9, 1.3, 1.0, 1.1, 0.8, 1.2, 1.05, 0.95, 1.15, 1.0]
+
+
+def test_of_agrees_with_the_statistics_module() -> None:
+    stats = Stats.of(SAMPLES)
+    q1, median, q3 = statistics.quantiles(SAMPLES, n=4, method="inclusive")
+    assert stats.n == len(SAMPLES)
+    assert stats.min == min(SAMPLES) and stats.max == max(SAMPLES)
+    assert stats.median == pytest.approx(statistics.median(SAMPLES)) == pytest.approx(median)
+    assert stats.mean == pytest.approx(statistics.fmean(SAMPLES))
+    assert stats.q1 == pytest.approx(q1)
+    assert stats.q3 == pytest.approx(q3)
+    assert stats.iqr == pytest.approx(q3 - q1)
+    assert stats.stddev == pytest.approx(statistics.stdev(SAMPLES))
+
+
+def test_of_ignores_input_order_and_accepts_ints() -> None:
+    assert Stats.of([5, 1, 3, 2, 4]) == Stats.of([1, 2, 3, 4, 5])
+    stats = Stats.of([5, 1, 3, 2, 4])
+    assert (stats.median, stats.q1, stats.q3) == (3.0, 2.0, 4.0)
+
+
+def test_single_sample_has_zero_spread() -> None:
+    stats = Stats.of([2.5])
+    assert (stats.n, stats.min, stats.max, stats.median, stats.q1, stats.q3) == (
+        1, 2.5, 2.5, 2.5, 2.5, 2.5)
+    assert stats.stddev == 0.0 and stats.iqr == 0.0
+    assert (stats.ci_low, stats.ci_high) == (2.5, 2.5)
+
+
+def test_of_rejects_no_samples() -> None:
+    with pytest.raises(ValueError, match="no samples"):
+        Stats.of([])
+
+
+def test_median_ci_for_ten_samples_is_second_and_ninth_order_statistic() -> None:
+    ordered = [float(i) for i in range(10)]
+    assert median_ci(ordered) == (1.0, 8.0)
+    assert (Stats.of(list(reversed(ordered))).ci_low, Stats.of(ordered).ci_high) == (1.0, 8.0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
+def test_median_ci_below_six_samples_is_the_full_range(n: int) -> None:
+    ordered = [float(10 * i) for i in range(n)]
+    assert median_ci(ordered) == (ordered[0], ordered[-1])
+
+
+def test_median_ci_matches_binomial_coverage() -> None:
+    # For each n the interval [x_(k), x_(n-k+1)] must cover the median with >= 95% probability,
+    # and the next tighter pair must not.
+    for n in range(6, 60):
+        ordered = [float(i) for i in range(n)]
+        low, high = median_ci(ordered)
+        k = int(low) + 1
+        assert high == n - k
+        tail = sum(math.comb(n, j) for j in range(k)) / 2**n
+        assert 1 - 2 * tail >= 0.95
+        tighter_tail = sum(math.comb(n, j) for j in range(k + 1)) / 2**n
+        assert 1 - 2 * tighter_tail < 0.95
+
+
+def test_median_ci_of_nothing_is_nan() -> None:
+    low, high = median_ci([])
+    assert math.isnan(low) and math.isnan(high)
+
+
+def test_few_samples_warn() -> None:
+    warnings = Stats.of([1.0, 1.0, 1.0]).warnings()
+    assert any("only 3 samples" in w for w in warnings)
+    assert not any("high variance" in w for w in warnings)
+
+
+def test_high_variance_warns_and_steady_samples_do_not() -> None:
+    noisy = Stats.of([1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 3.0, 3.0])
+    assert noisy.relative_iqr > 0.10
+    assert any(w.startswith("high variance") for w in noisy.warnings())
+    steady = Stats.of([1.00, 1.01, 0.99, 1.00, 1.02, 0.98, 1.00, 1.01])
+    assert steady.warnings() == []
+
+
+def test_identical_zero_samples_are_not_high_variance() -> None:
+    assert not any("high variance" in w for w in Stats.of([0.0] * 8).warnings())
+
+
+def test_as_dict_has_every_field_in_order() -> None:
+    stats = Stats.of(SAMPLES)
+    data = stats.as_dict()
+    assert tuple(data) == Stats.fields
+    assert data["iqr"] == pytest.approx(stats.q3 - stats.q1)
+    assert data["ci95"] == [stats.ci_low, stats.ci_high]
+    assert data["n"] == 10 and isinstance(data["n"], int)

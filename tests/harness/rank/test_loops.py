@@ -1,0 +1,50 @@
+"""One rank's work: raw step times and losses, divergence, and time-to-train preconditions."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.core.errors import RunFailed
+from harness.core.spec import RunSpec
+from harness.rank.faults import check_finite
+from harness.rank.loops import run_throughput, run_time_to_train
+from workloads.base import Dataset
+from workloads.hep_cnn import HEPCNNWorkload
+
+SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=2, warmup=1, threads=1)
+
+
+@pytest.fixture(autouse=True)
+def keep_threads() -> Iterator[None]:
+    saved = torch.get_num_threads()
+    yield
+    torch.set_num_threads(saved)
+
+
+def test_divergence_names_the_step() -> None:
+    check_finite([1.0, 0.5], first_step=3)
+    with pytest.raises(RunFailed, match="diverged at step 4: loss is nan"):
+        check_finite([1.0, math.nan], first_step=3)
+
+
+def test_throughput_returns_one_time_and_loss_per_measured_step() -> None:
+    calls: list[tuple[str, int, int]] = []
+    result = run_throughput(SPEC, progress=lambda *args: calls.append(args))
+    assert len(result.step_times) == 2 and all(t > 0 for t in result.step_times)
+    assert len(result.losses) == 2 and all(math.isfinite(v) for v in result.losses)
+    assert result.peak_memory and result.peak_memory > 0
+    assert result.settings["threads"] == 1
+    assert calls == [("warmup", 1, 1), ("measure", 1, 2), ("measure", 2, 2)]
+
+
+def test_time_to_train_needs_one_global_batch_of_data(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    small = Dataset(torch.zeros(3, 3, 32, 32), torch.zeros(3, dtype=torch.long))
+    monkeypatch.setattr(HEPCNNWorkload, "datasets", lambda self, *args: (small, small))
+    with pytest.raises(RunFailed, match="training set has 3 samples, fewer than one global batch"):
+        run_time_to_train(SPEC.replace(mode="ttt"), tmp_path / "run.mllog")
+    assert "init_start" in (tmp_path / "run.mllog").read_text()

@@ -1,0 +1,71 @@
+"""Machine and software fingerprints: the keys a record needs, and robustness to odd hosts."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from harness.records import fingerprint as sysinfo
+
+
+def nic(up: bool, speed: int) -> SimpleNamespace:
+    return SimpleNamespace(isup=up, speed=speed)
+
+
+def no_infiniband(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sysinfo, "Path", lambda path: SimpleNamespace(is_dir=lambda: False))
+
+
+def test_machine_info_has_the_record_keys() -> None:
+    info = sysinfo.machine_info()
+    for key in ("machine_id", "hostname", "os", "kernel", "cpu_model", "cpu_cores", "ram_bytes",
+                "gpus", "nodes", "interconnect"):
+        assert key in info
+    assert info["cpu_cores"] >= 1 and info["ram_bytes"] > 0
+    assert info["machine_id"] == sysinfo.machine_id() and len(info["machine_id"]) == 16
+
+
+def test_software_info_has_the_record_keys() -> None:
+    info = sysinfo.software_info(include_mpi=False)
+    for key in ("python", "torch", "onednn", "cuda", "cudnn", "nccl", "mpi"):
+        assert key in info
+    assert info["mpi"] is None
+
+
+def test_harness_info_names_version_commit_and_dirty_flag() -> None:
+    info = sysinfo.harness_info()
+    assert set(info) == {"version", "git_commit", "dirty"}
+
+
+def test_interconnect_picks_the_fastest_up_ethernet_link(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_infiniband(monkeypatch)
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {
+        "lo": nic(True, 0), "eth0": nic(True, 1000), "eth1": nic(True, 25000),
+        "eth2": nic(False, 100000)})
+    assert sysinfo.interconnect() == {"type": "ethernet", "interface": "eth1",
+                                      "speed_mbps": 25000}
+
+
+def test_interconnect_without_links_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_infiniband(monkeypatch)
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {"lo": nic(True, 0)})
+    assert sysinfo.interconnect() is None
+
+
+def test_interconnect_tolerates_links_of_unknown_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_infiniband(monkeypatch)
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {
+        "lo": nic(True, 0), "eth0": nic(True, 0), "veth1": nic(True, 10000)})
+    found = sysinfo.interconnect()
+    assert found is not None and found["interface"] == "veth1"
+
+
+def test_mpi_version_keeps_printable_text_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    monkeypatch.setattr("backends.base.module_available", lambda name: True)
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(
+        stdout="Open MPI v5.0.11, ident: 5.0.11\x00\n4.1.2\n"))
+    assert sysinfo.mpi_version() == {"implementation": "Open MPI v5.0.11, ident: 5.0.11",
+                                     "mpi4py": "4.1.2"}

@@ -1,0 +1,423 @@
+"""`dtbench report`: Markdown, CSV and HTML content, determinism, escaping, bad inputs."""
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from report_records import (
+    FLOPS_PER_SAMPLE,
+    SIZES,
+    collective,
+    failed,
+    hostile,
+    standard_set,
+    training,
+    write_store,
+)
+
+from harness.commands.cli import main
+from harness.core.text import size_label
+from harness.report.markdown import md_escape
+from harness.report.units import choose_scale, format_number
+from harness.report.view import clean_text
+
+FP32 = "20240102T030405Z-hep_cnn-fp32"
+
+
+def report(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run `dtbench report ARGS` in-process: exit code, stdout, stderr."""
+    code = main(["report", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return write_store(tmp_path / "results", standard_set())
+
+
+def table_row(markdown: str, run_id: str) -> list[str]:
+    """The cells of the table row that ends with `run_id` (unescaped pipes split cells)."""
+    escaped = md_escape(run_id)
+    for line in markdown.splitlines():
+        if line.startswith("|") and line.rstrip(" |").endswith(escaped):
+            return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+    raise AssertionError(f"no row for {run_id}")
+
+
+def table_row_starting(markdown: str, first: str) -> list[str]:
+    """The cells of the first table line whose first cell is `first` (a header or a row)."""
+    for line in markdown.splitlines():
+        if line.startswith(f"| {first} "):
+            return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+    raise AssertionError(f"no table line starting {first}")
+
+
+table_header = table_row_starting
+
+
+# --- Markdown ---------------------------------------------------------------------------------
+
+def test_markdown_tables_show_metrics_in_reading_units_with_ci(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = report(capsys, str(store))
+    assert code == 0
+    assert out.startswith("# dtbench report\n")
+    assert "7 records (1 failed, 6 success)" in out
+    header = table_header(out, "backend")
+    row = dict(zip(header, table_row(out, FP32), strict=True))
+    # 16 samples per 10 ms step; 8 samples -> the CI of the median is the full range.
+    assert row["throughput (samples/s)"] == r"1600 \[1553, 1649\]"
+    assert row["step time (ms)"] == r"10.00 \[9.700, 10.30\]"
+    assert row["achieved (GFLOP/s)"].startswith(format_number(FLOPS_PER_SAMPLE * 1600 / 1e9))
+    assert row["MFU (%)"].startswith("18.00 ")
+    assert row["peak memory (MiB)"] == "512.0"
+    assert row["precision"] == "fp32" and row["ranks"] == "1" and row["status"] == "success"
+    bf16 = dict(zip(header, table_row(out, "20240102T030406Z-hep_cnn-bf16"), strict=True))
+    assert bf16["throughput (samples/s)"].startswith("3200 ")
+    scaled = dict(zip(header, table_row(out, "20240102T030500Z-hep_cnn-ws2"), strict=True))
+    assert scaled["scaling eff. (%)"] == "80.00 (weak)"
+    assert scaled["ranks"] == "2" and scaled["comm"] == "gloo"
+    ttt = dict(zip(header, table_row(out, "20240102T030600Z-hep_cnn-ttt"), strict=True))
+    assert ttt["time to train (s)"] == "95.50"
+    assert ttt["quality"] == "accuracy 0.9125 (target 0.9, reached)"
+
+
+def test_markdown_header_names_machines_software_and_how_to_regenerate(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = report(capsys, str(store))
+    machines = dict(zip(table_header(out, "host"), table_row_starting(out, "bench01"),
+                        strict=True))
+    assert machines["CPU"].startswith("Intel(R) Xeon(R) Platinum 8380")
+    assert machines["RAM"] == "256.00 GiB" and machines["records"] == "7"
+    assert "| 3.11.7 | 2.13.0+cpu | 3.12.0 |" in out
+    assert f"Regenerate with: dtbench report {md_escape(str(store))}\n" in out
+
+
+def test_markdown_collectives_have_busbw_per_message_size(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = report(capsys, str(store))
+    assert "## Collectives" in out and "### allreduce\n" in out and "### allgather\n" in out
+    header = next(line for line in out.splitlines() if " 1 KiB |" in line)
+    columns = [cell.strip() for cell in header.strip("|").split("|")]
+    assert columns == ["backend", "comm", "ranks", "status", "1 KiB", "2 KiB", "4 KiB", "8 KiB",
+                       "16 KiB", "32 KiB", "latency (µs)", "run"]
+    row = dict(zip(columns, table_row(out, "20240102T030700Z-comm-allreduce"), strict=True))
+    # busbw = bytes / time * 2(n-1)/n with n = 2: 1024 B in 0.1 ms, 32 KiB in 0.6 ms.
+    assert row["1 KiB"] == "0.01024"
+    assert row["32 KiB"] == format_number(32768 / 6e-4 / 1e9) == "0.05461"
+    assert row["latency (µs)"] == "100.0"
+    assert row["comm"] == "gloo" and row["ranks"] == "2"
+
+
+def test_failed_records_show_status_and_error(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = report(capsys, str(store))
+    row = table_row(out, "20240102T030800Z-hep_cnn-failed")
+    assert "failed" in row and row.count("-") >= 5
+    assert (f"- {md_escape('20240102T030800Z-hep_cnn-failed')}: failed: rank 1 exited with "
+            "code 9") in out
+
+
+def test_markdown_ends_with_the_records_and_files_it_was_made_from(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = report(capsys, str(store))
+    records = out[out.index("## Records"):]
+    for record in standard_set():
+        assert md_escape(record["run_id"]) in records
+        assert f"- {md_escape(str(store / (record['run_id'] + '.json')))}\n" in records
+
+
+def test_no_records_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    code, out, err = report(capsys, str(tmp_path / "empty"))
+    assert code == 0
+    assert "No records in" in out
+    assert "no records" in err
+
+
+def test_missing_input_is_a_usage_error(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = report(capsys, str(tmp_path / "nowhere"))
+    assert code == 2 and out == ""
+    assert err.startswith("dtbench: error:") and err.count("\n") == 1
+
+
+# --- CSV --------------------------------------------------------------------------------------
+
+def test_csv_has_one_row_per_record_and_metric(store: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = report(capsys, str(store), "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert set(rows[0]) >= {"run_id", "workload", "backend", "precision", "world_size",
+                            "status", "metric", "unit", "value", "median", "ci_low", "ci_high",
+                            "n"}
+    throughput = [r for r in rows if r["run_id"] == FP32 and r["metric"] == "throughput"]
+    assert len(throughput) == 1
+    row = throughput[0]
+    assert float(row["value"]) == pytest.approx(1600)
+    assert float(row["ci_low"]) == pytest.approx(16 / 0.0103)
+    assert float(row["ci_high"]) == pytest.approx(16 / 0.0097)
+    assert row["n"] == "8" and row["unit"] == "samples/s" and row["precision"] == "fp32"
+    keys = [(r["run_id"], r["metric"], r["bytes"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    fp32_metrics = [r["metric"] for r in rows if r["run_id"] == FP32]
+    assert fp32_metrics == ["step_time", "throughput", "flops_per_sample", "achieved_flops",
+                            "peak_flops", "mfu", "peak_memory"]
+    busbw = {int(r["bytes"]): float(r["value"]) for r in rows
+             if r["run_id"] == "20240102T030700Z-comm-allreduce" and r["metric"] == "busbw"}
+    assert sorted(busbw) == SIZES
+    assert busbw[1024] == pytest.approx(1024 / 1e-4 / 1e9)
+    failures = [r for r in rows if r["status"] == "failed"]
+    assert len(failures) == 1 and failures[0]["metric"] == ""
+    assert failures[0]["error"] == "rank 1 exited with code 9"
+
+
+def test_csv_quotes_hostile_text_and_defuses_formulas(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    record = hostile(training("20240102T040000Z-evil"))
+    record["spec"]["suite"] = "=HYPERLINK(\"http://x\")"
+    _, out, _ = report(capsys, str(write_store(tmp_path / "s", [record])), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows[0]["error"] == "bad | cell second line <img src=x onerror=alert(2)> \\"
+    assert rows[0]["suite"].startswith("'=")
+    assert len({len(r) for r in rows}) == 1
+
+
+# --- HTML -------------------------------------------------------------------------------------
+
+class Cells(HTMLParser):
+    """Counts cells per table row and collects images, scripts and external references."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+        self.images: list[dict[str, str | None]] = []
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        if tag == "tr":
+            self.rows.append(0)
+        elif tag in ("td", "th"):
+            self.rows[-1] += 1
+        elif tag == "img":
+            self.images.append(dict(attrs))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(page: str) -> Cells:
+    parser = Cells()
+    parser.feed(page)
+    return parser
+
+
+def test_html_is_self_contained_with_tables_and_plots(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.html"
+    code, stdout, _ = report(capsys, str(store), "-o", str(out))
+    assert code == 0 and stdout == ""
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert ('<meta http-equiv="Content-Security-Policy" content="default-src &#x27;none&#x27;; '
+            "img-src data:; style-src &#x27;unsafe-inline&#x27;\">") in page
+    parsed = parse(page)
+    assert "script" not in parsed.tags and "link" not in parsed.tags
+    assert not re.search(r"(src|href)=\"(?!data:)", page)
+    assert len(parsed.images) == 5
+    for image in parsed.images:
+        assert image["alt"]
+        assert (image["src"] or "").startswith("data:image/png;base64,")
+        png = base64.b64decode((image["src"] or "").split(",", 1)[1])
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and b"Software" not in png
+    assert page.count("<figcaption>") == 5
+    assert "1600 [1553, 1649]" in page
+    assert "busbw against message size" in page
+
+
+def test_html_leaves_out_plots_without_data_with_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = write_store(tmp_path / "s", [training(FP32)])
+    _, page, _ = report(capsys, str(store), "--format", "html")
+    assert len(parse(page).images) == 2  # throughput and achieved-vs-peak
+    for omitted in ("scaling plot is omitted", "time-to-train plot is omitted",
+                    "busbw plot is omitted"):
+        assert omitted in page
+
+
+# --- Escaping ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def hostile_store(tmp_path: Path) -> Path:
+    return write_store(tmp_path / "hostile", [training(FP32),
+                                              hostile(training("20240102T040000Z-evil"))])
+
+
+def test_hostile_strings_are_escaped_in_markdown(
+        hostile_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = report(capsys, str(hostile_store))
+    assert code == 0
+    for raw in ("<script>", "</td>", "<img", "\x00", "\u202e", "[link](", "*bold*", "`code`"):
+        assert raw not in out
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in out
+    assert r"bad \| cell second line &lt;img src=x onerror=alert(2)&gt; \\" in out
+    lines = out.splitlines()
+    assert not any(line.startswith("second line") for line in lines)
+    # Every table line has as many cell separators as its header line.
+    for start, line in enumerate(lines):
+        if line.startswith("| ") and (start == 0 or not lines[start - 1].startswith("|")):
+            width = len(re.findall(r"(?<!\\)\|", line))
+            end = start
+            while end < len(lines) and lines[end].startswith("|"):
+                assert len(re.findall(r"(?<!\\)\|", lines[end])) == width, lines[end]
+                end += 1
+
+
+def test_hostile_strings_are_escaped_in_html(
+        hostile_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, page, _ = report(capsys, str(hostile_store), "--format", "html")
+    assert code == 0
+    for raw in ("<script", "</td><td>y", "<img src=x", "\x00", "\u202e"):
+        assert raw not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "x&lt;/td&gt;&lt;td&gt;y" in page
+    parsed = parse(page)
+    assert "script" not in parsed.tags
+    assert len(parsed.images) == 2  # the `$` in the workload name did not break the plots
+    text = "".join(parsed.text)
+    assert "<script>alert(1)</script>" in text  # shown literally, as text
+    assert "bad | cell second line" in text
+    # Tables keep their shape: each row has as many cells as its header.
+    tables = page.split("<table>")[1:]
+    for table in tables:
+        counts = parse("<table>" + table.split("</table>")[0]).rows
+        assert len(set(counts)) == 1, counts
+
+
+def test_escaping_helpers() -> None:
+    assert md_escape("a|b`c*d_e[f]g<h>i&j\\") == r"a\|b\`c\*d\_e\[f\]g&lt;h&gt;i&amp;j\\"
+    assert md_escape("one\ntwo\r\nthree") == "one two three"
+    assert clean_text("a\x00b\x1b[31mc\u202ed\ud800") == "a b [31mc d\ufffd"
+    assert clean_text("x" * 600).endswith("…") and len(clean_text("x" * 600)) == 500
+
+
+def test_units_chosen_for_reading() -> None:
+    assert choose_scale("achieved_flops", "FLOP/s", [7.2e10]).label == "GFLOP/s"
+    assert choose_scale("achieved_flops", "FLOP/s", [3e12]).label == "TFLOP/s"
+    assert choose_scale("peak_memory", "bytes", [3 * 2**30]).label == "GiB"
+    assert choose_scale("peak_memory", "bytes", [512 * 2**20]).label == "MiB"
+    assert choose_scale("step_time", "s", [1.5]).label == "ms"
+    assert choose_scale("time_to_train", "s", [95.0]).label == "s"
+    assert choose_scale("latency", "s", [2e-5]).label == "µs"
+    assert choose_scale("mfu", "1", [0.5]).label == "%"
+    assert [format_number(v) for v in (1234.4, 123.44, 12.344, 1.2344, 0.012344, 0)] == \
+        ["1234", "123.4", "12.34", "1.234", "0.01234", "0"]
+    assert size_label(64 * 2**20) == "64 MiB" and size_label(1000) == "1000 B"
+
+
+# --- Damaged inputs, output, formats ----------------------------------------------------------
+
+def test_damaged_file_is_skipped_with_a_warning_naming_it(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (store / "20240102T999999Z-broken.json").write_text('{"schema_version": 1, "run')
+    # Loadable, but with the odd types a record may still hold: a report never crashes on them.
+    weird = collective("weird")
+    weird["spec"].update(op=None, world_size=1e308, nnodes=10**400)
+    weird["metrics"][0]["per_size"] = "garbage"
+    weird["machine"].update(gpus="none", interconnect=[1], cpu_cores=None)
+    weird["software"]["mpi"] = ["x"]
+    odd = training("odd-types")
+    odd["spec"].update(world_size="two", precision=None)
+    odd["metrics"].append({"name": "quality", "value": 0.5, "reached": "maybe", "target": "x"})
+    odd["metrics"].append({"name": "scaling_efficiency", "value": 0.5, "kind": ["weak"]})
+    odd["metrics"].append({"name": "energy", "value": None, "unit": "J"})
+    write_store(store, [weird, odd])
+    for fmt in ("md", "html", "csv"):
+        code, out, err = report(capsys, str(store), "--format", fmt)
+        assert code == 0
+        warnings = [line for line in err.splitlines() if line.startswith("dtbench: warning:")]
+        assert len(warnings) == 1 and "20240102T999999Z-broken.json" in warnings[0]
+        assert "Traceback" not in err
+        assert "weird" in out and "odd-types" in out
+    code, out, _ = report(capsys, str(store))
+    assert "## Skipped inputs" in out and "20240102T999999Z" in out[out.index("## Skipped"):]
+
+
+def test_output_into_a_missing_directory_is_a_usage_error(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing" / "report.md"
+    code, out, err = report(capsys, str(store), "-o", str(target))
+    assert code == 2 and out == ""
+    assert err.startswith("dtbench: error: -o") and err.count("\n") == 1
+    assert not target.parent.exists()
+
+
+@pytest.mark.parametrize(("name", "extra", "start"), [
+    ("r.md", [], "# dtbench report"), ("r.html", [], "<!DOCTYPE html>"),
+    ("r.htm", [], "<!DOCTYPE html>"), ("r.csv", [], "run_id,"), ("r.txt", [], "# dtbench"),
+    ("r.md", ["--format", "csv"], "run_id,")])
+def test_format_from_the_output_suffix(store: Path, tmp_path: Path, name: str,
+                                       extra: list[str], start: str,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = report(capsys, str(store), *extra, "-o", str(tmp_path / name))
+    assert code == 0
+    assert (tmp_path / name).read_text(encoding="utf-8").startswith(start)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
+
+
+# --- Determinism ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["md", "html", "csv"])
+def test_same_records_give_identical_bytes(store: Path, fmt: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _, first, _ = report(capsys, str(store), "--format", fmt)
+    _, second, _ = report(capsys, str(store), "--format", fmt)
+    assert first == second
+
+
+def test_report_regenerates_byte_for_byte_in_another_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first = tmp_path / "first"
+    write_store(first / "results", list(reversed(standard_set())))
+    monkeypatch.chdir(first)
+    for name in ("README.md", "report.html", "report.csv"):
+        assert report(capsys, "results/", "-o", f"results/{name}")[0] == 0
+    made = {name: (first / "results" / name).read_bytes()
+            for name in ("README.md", "report.html", "report.csv")}
+    assert b"Regenerate with: dtbench report results/ -o results/README.md\n" in made["README.md"]
+    assert str(tmp_path).encode() not in made["README.md"] + made["report.html"]
+
+    second = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(first, second)
+    monkeypatch.chdir(second)
+    for name in made:
+        assert report(capsys, "results/", "-o", f"results/{name}")[0] == 0
+        assert (second / "results" / name).read_bytes() == made[name], name
+    monkeypatch.chdir(first)
+    assert report(capsys, "results/", "-o", "results/README.md")[0] == 0
+    assert (first / "results" / "README.md").read_bytes() == made["README.md"]
+
+
+def test_order_of_inputs_does_not_change_the_tables(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = standard_set() + [collective("20240102T030702Z-comm-nccl", comm="nccl",
+                                           world_size=8), failed("20240102T030900Z-other")]
+    store = write_store(tmp_path / "store", records)
+    listed = tmp_path / "listed.json"
+    listed.write_text(json.dumps(list(reversed(records))))
+    _, first, _ = report(capsys, str(store))
+    _, second, _ = report(capsys, str(listed))
+    assert first.replace(md_escape(str(store)), "X").split("Files read:")[0] == \
+        second.replace(md_escape(str(listed)), "X").split("Files read:")[0]

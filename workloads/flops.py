@@ -1,0 +1,42 @@
+"""FLOPs per sample, counted once outside any timed region.
+
+Counting runs the model on the meta device: no memory, no arithmetic, and fused CPU kernels
+(the oneDNN LSTM) decompose into the matrix products `torch.utils.flop_counter` can see.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+if TYPE_CHECKING:
+    from workloads.base import Workload
+
+
+def _meta_model(workload: Workload, size: str) -> torch.nn.Module:
+    with torch.device("meta"):
+        return workload.build_model(size)
+
+
+def count_parameters(workload: Workload, size: str) -> int:
+    return sum(p.numel() for p in _meta_model(workload, size).parameters())
+
+
+@lru_cache(maxsize=64)
+def _flops(workload_class: type[Workload], size: str) -> int:
+    workload = workload_class()
+    model = _meta_model(workload, size)
+    model.train()
+    inputs, targets = workload.synthetic_batch(size, 2, "meta")
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss = workload.loss(model(inputs), targets)
+        loss.backward()
+    return int(counter.get_total_flops()) // 2
+
+
+def count_flops_per_sample(workload: Workload, size: str) -> int:
+    """Forward+backward FLOPs of one sample, 2 per multiply-add, as flop_counter counts them."""
+    return _flops(type(workload), size)
