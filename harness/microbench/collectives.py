@@ -19,19 +19,12 @@ import torch
 
 from harness.core.errors import UsageError
 from harness.core.spec import CommSpec
+from harness.core.traffic import busbw_factor
 
 OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}
 MAX_BYTES = 4 * 2**30
 
-
-def busbw_factor(op: str, world_size: int) -> float:
-    n = world_size
-    if op == "allreduce":
-        return 2 * (n - 1) / n
-    if op in ("allgather", "reducescatter"):
-        return (n - 1) / n
-    return 1.0
 
 
 def parse_size(text: str) -> int:
