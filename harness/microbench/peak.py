@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import torch
 from harness.core.files import write_atomic
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-GEMM_SIZES = {"cpu": (1024, 2048), "cuda": (4096, 8192)}
+GEMM_SIZES = {"cpu": (256, 512, 1024, 2048), "cuda": (2048, 4096, 8192)}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 1024 * 2**20}
 
 
@@ -50,12 +52,18 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def _timed(fn: Any, backend: Any, device: torch.device, reps: int) -> list[float]:
+def timed_calls(fn: Any, backend: Any, device: torch.device, reps: int,
+                budget_s: float = math.inf) -> list[float]:
+    """Per-call seconds of `fn`: `reps` calls, fewer when `budget_s` runs out (never fewer
+    than two). The one timing loop of the microbenchmarks."""
     timer = backend.timer(device)
-    for _ in range(reps):
+    started = time.perf_counter()
+    for index in range(reps):
         timer.start()
         fn()
         timer.stop()
+        if index >= 1 and time.perf_counter() - started > budget_s:
+            break
     return timer.samples()
 
 
@@ -72,28 +80,42 @@ def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str,
     return engines
 
 
-def measure_peak(backend_name: str, precision: str, threads: int = 0,
-                 reps: int = 8) -> PeakResult:
-    """Time square matmuls and a large copy on the backend's device, in this process."""
+def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
+                 budget_s: float = 4.0, device: torch.device | None = None) -> PeakResult:
+    """Time square matmuls and a large copy on the backend's device, in this process.
+
+    Sizes grow until a size would not fit the engine's time budget: on a CPU without bf16
+    instructions torch.mm in bf16 runs at about 1 GFLOP/s, where a 2048-cube takes 17 s a
+    call, while oneDNN reaches twenty times that. `budget_s` bounds each engine's share.
+    """
     from backends import COMPUTE_BACKENDS
 
     backend = COMPUTE_BACKENDS.get(backend_name)()
     settings = backend.configure(threads, precision)
-    device = backend.device()
+    device = device or backend.device()
     dtype = DTYPES[precision]
     per_size: dict[str, float] = {}
+    spent: dict[str, float] = {}
+    last_call: dict[str, float] = {}
     for n in GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
         for engine, gemm in _gemm_engines(n, device, dtype).items():
-            for _ in range(2):
-                gemm()
+            left = budget_s - spent.get(engine, 0.0)
+            # A call costs about 8x the previous size's: skip sizes that cannot be timed.
+            if engine in last_call and 8 * last_call[engine] * 3 > left:
+                continue
+            started = time.perf_counter()
+            gemm()
             backend.synchronize(device)
-            times = _timed(gemm, backend, device, reps)
-            per_size[f"{engine} {n}"] = 2 * n**3 / statistics.median(times)
+            times = timed_calls(gemm, backend, device, reps, budget_s=max(0.0, left / 2))
+            spent[engine] = spent.get(engine, 0.0) + time.perf_counter() - started
+            last_call[engine] = statistics.median(times)
+            per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
     elements = COPY_BYTES.get(device.type, COPY_BYTES["cuda"]) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
     dst.copy_(src)
-    copy_times = _timed(lambda: dst.copy_(src), backend, device, reps)
+    copy_times = timed_calls(lambda: dst.copy_(src), backend, device, reps,
+                             budget_s=budget_s / 4)
     bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
     return PeakResult(
         backend=backend_name, device_name=backend.device_name(device), precision=precision,
