@@ -154,25 +154,37 @@ def gossip(param_bytes: float, world_size: int, *, neighbours: int = 2,
 
 def hybrid(param_bytes: float, world_size: int, *, groups: int, servers: int = 1,
            header_bytes: float = 0.0, role: str = "mean") -> Volumes:
-    """Kurth et al. 2017: W = n - K workers in G groups of g = W/G; per step of every group:
+    """Kurth et al. 2017: W = n - K workers in G groups of g = W/G (sizes differing by at
+    most one when G does not divide W); per step of every group:
 
     every member: gradient allreduce inside the group 2(g-1)/g · P, then the leader's new
     parameters broadcast to the group, mean (g-1)/g · P (parameter); the leader also pushes
     the group's gradient P to the K servers (control: header · 2K for push and fetch);
-    server: parameter = G · P/K (its shard back to every group leader).
+    server: parameter = G · P/K (its shard back to every group leader). The roles "worker"
+    and "leader" are those of the largest group.
     """
     w = ps_workers(world_size, servers)
-    if groups < 1 or w % groups:
-        raise ValueError(f"hybrid needs the {w} workers split evenly into groups; got G={groups}")
-    g = w // groups
-    member = by_kind(gradient=sent_bytes("allreduce", param_bytes, g),
-                     parameter=mean_sent_bytes("broadcast", param_bytes, g))
-    leader = by_kind(gradient=member["gradient"] + param_bytes, parameter=member["parameter"],
-                     control=header_bytes * 2 * servers)
-    server = by_kind(parameter=groups * param_bytes / servers,
-                     control=header_bytes * groups)
-    return _ps_roles(world_size, servers, member, server, role,
-                     {"worker": (w - groups, member), "leader": (groups, leader)})
+    if not 1 <= groups <= w:
+        raise ValueError(f"hybrid needs 1 to {w} groups of the {w} workers; got G={groups}")
+    sizes = [w // groups + (1 if i < w % groups else 0) for i in range(groups)]
+
+    def member(g: int) -> Volumes:
+        return by_kind(gradient=sent_bytes("allreduce", param_bytes, g),
+                       parameter=mean_sent_bytes("broadcast", param_bytes, g))
+
+    def leader(g: int) -> Volumes:
+        return by_kind(gradient=member(g)["gradient"] + param_bytes,
+                       parameter=member(g)["parameter"], control=header_bytes * 2 * servers)
+
+    server = by_kind(parameter=groups * param_bytes / servers, control=header_bytes * groups)
+    if role != "mean":
+        return _ps_roles(world_size, servers, member(sizes[0]), server, role,
+                         {"leader": (groups, leader(sizes[0]))})
+    sums = {kind: servers * server[kind] for kind in KINDS}
+    for g in sizes:
+        for kind in KINDS:
+            sums[kind] += (g - 1) * member(g)[kind] + leader(g)[kind]
+    return by_kind(**{kind: value / world_size for kind, value in sums.items()})
 
 
 def pipeline(param_bytes: float, world_size: int, *, cut_bytes: Sequence[float], batch: int,
@@ -243,8 +255,9 @@ def plan_tp_layers(shapes: Sequence[tuple[int, int, int]], *, batch_sharded_inpu
     return layers
 
 
-def tp_layer_bytes(layer: TPLayer, batch: int, tp: int, element_bytes: float = 4) -> float:
-    """Activation bytes one rank sends for one layer per step (forward + backward).
+def tp_layer_collectives(layer: TPLayer, batch: int, element_bytes: float = 4
+                         ) -> list[tuple[str, float]]:
+    """The collectives (op, payload bytes) one split layer runs per step, forward + backward.
 
     colwise: backward all-reduce of the input gradient, B·in (or, with a batch-sharded input,
     all-gather forward and reduce-scatter backward of B·in); with output_replicated, an
@@ -252,19 +265,24 @@ def tp_layer_bytes(layer: TPLayer, batch: int, tp: int, element_bytes: float = 4
     B = batch · positions rows (the tensor-parallel group's batch).
     """
     rows = batch * layer.positions
-    inputs, outputs = rows * layer.in_features * element_bytes, rows * layer.out_features * \
-        element_bytes
+    inputs = rows * layer.in_features * element_bytes
+    outputs = rows * layer.out_features * element_bytes
     if layer.style == "rowwise":
-        return sent_bytes("allreduce", outputs, tp)
+        return [("allreduce", outputs)]
     if layer.style != "colwise":
         raise ValueError(f"unknown tensor-parallel style {layer.style!r}; choose colwise or "
                          "rowwise")
-    sent = sent_bytes("allgather", outputs, tp) if layer.output_replicated else 0.0
+    ops = [("allgather", outputs)] if layer.output_replicated else []
     if layer.input_batch_sharded:
-        return sent + sent_bytes("allgather", inputs, tp) + sent_bytes("reducescatter", inputs, tp)
-    if layer.input_requires_grad:
-        sent += sent_bytes("allreduce", inputs, tp)
-    return sent
+        return ops + [("allgather", inputs), ("reducescatter", inputs)]
+    return ops + ([("allreduce", inputs)] if layer.input_requires_grad else [])
+
+
+def tp_layer_bytes(layer: TPLayer, batch: int, tp: int, element_bytes: float = 4) -> float:
+    """Activation bytes one rank sends for one split layer per step (tp_layer_collectives
+    over tp ranks)."""
+    return sum(sent_bytes(op, payload, tp)
+               for op, payload in tp_layer_collectives(layer, batch, element_bytes))
 
 
 def tensor(param_bytes: float, world_size: int, *, layers: Sequence[TPLayer], batch: int,

@@ -83,8 +83,13 @@ def test_hybrid_groups_by_hand() -> None:
     assert v.hybrid(P, 9, groups=2, servers=1, role="server") == v.by_kind(parameter=2000)
     mean = v.hybrid(P, 9, groups=2, servers=1)
     assert v.total(mean) == pytest.approx((6 * 2250 + 2 * 3250 + 2000) / 9)
-    with pytest.raises(ValueError, match="evenly"):
-        v.hybrid(P, 9, groups=3, servers=1)
+    # 8 workers in 3 groups: 3, 3, 2
+    uneven = v.hybrid(P, 9, groups=3, servers=1)
+    per_group = [(g - 1) * (2 * (g - 1) / g * P + (g - 1) / g * P) + (3 * (g - 1) / g * P + P)
+                 for g in (3, 3, 2)]
+    assert v.total(uneven) == pytest.approx((sum(per_group) + 3 * P) / 9)
+    with pytest.raises(ValueError, match="groups"):
+        v.hybrid(P, 9, groups=9, servers=1)
 
 
 def test_pipeline_activations_cross_every_cut_both_ways() -> None:
