@@ -10,6 +10,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness.commands.arguments import int_list, positive_int
@@ -183,11 +184,21 @@ def calibration_command(args: argparse.Namespace) -> int:
                    and r["spec"].get("task") is None and r["spec"].get("world_size") == 1),
                   key=lambda r: (r["spec"]["workload"], r["run_id"]))
     compute = [(r, compute_from_record(r)) for r in runs if _has_steps(r)]
-    if args.json_file:
-        raise UsageError("--calibration prints; --json is for predictions")
     if not fits and not compute:
         raise UsageError(f"no dtbench comm or single-rank run records in "
                          f"{' '.join(args.calibrate_from or ['results'])}")
+    if args.json_file:
+        from harness.core.files import write_atomic
+
+        document = {"fits": [{**{k: getattr(fit, k) for k in (
+            "comm", "op", "world_size", "link", "alpha", "beta", "r2", "sizes", "times",
+            "run_ids")}, "residuals": fit.residuals} for fit in fits],
+            "compute": [{"run_id": r["run_id"], "seconds_per_sample": c.seconds_per_sample,
+                         **{k: r["spec"].get(k) for k in ("workload", "size", "precision",
+                                                          "backend", "threads",
+                                                          "batch_per_rank")}}
+                        for r, c in compute]}
+        write_atomic(Path(args.json_file), json.dumps(document, indent=1) + "\n")
     print("alpha-beta fits, t = alpha + beta * bytes (least squares weighted by 1/t):")
     print(render_table(("comm", "op", "ranks", "link", "alpha us", "beta ns/B", "GB/s", "R2",
                         "worst residual", "sizes"), fit_table_rows(fits)))

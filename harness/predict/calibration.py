@@ -231,8 +231,9 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
                          precision: str, backend: str, threads: int | None = None,
                          batch: int | None = None) -> ComputeCalibration | None:
     """The single-rank runs of the same workload, size, precision and backend that match
-    best: the same threads per rank (else the most), then the nearest batch; runs tied on
-    both pool their steps. None when there is none."""
+    best: the same threads per rank (else the most), then the nearest batch. Runs tied on
+    both give the median of their medians, and their steps' spread around their own medians
+    (a shared host's slow hour moves a whole run, not one rank's steps). None when none."""
     candidates = [r for r in records if _usable(r) and all(
         r["spec"].get(k) == v for k, v in (("workload", workload), ("size", size),
                                            ("precision", precision), ("backend", backend)))]
@@ -249,9 +250,11 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
     best = min(rank(r) for r in candidates)
     chosen = sorted((r for r in candidates if rank(r) == best), key=lambda r: r["run_id"])
     parts = [compute_from_record(r, threads) for r in chosen]
-    samples = tuple(s for part in parts for s in part.step_samples)
-    note = "" if len(parts) == 1 else f" and {len(parts) - 1} more run(s) pooled"
-    return ComputeCalibration(statistics.median(samples), samples, parts[0].batch,
+    level = statistics.median(part.seconds_per_sample for part in parts)
+    samples = tuple(s * level / part.seconds_per_sample for part in parts
+                    for s in part.step_samples)
+    note = "" if len(parts) == 1 else f" and {len(parts) - 1} more run(s)"
+    return ComputeCalibration(level, samples, parts[0].batch,
                               parts[0].threads, tuple(r["run_id"] for r in chosen),
                               max(r["created_at"] for r in chosen), parts[0].source + note)
 

@@ -129,5 +129,6 @@ def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
     """The paths, after checking each exists (a clear usage error otherwise)."""
     for name in paths:
         if not Path(name).exists():
-            raise UsageError(f"{name}: no such file or directory")
+            raise UsageError(f"{name}: no such file or directory (calibration records: give "
+                             "--calibrate-from PATH, or --network and --compute-rate)")
     return paths

@@ -21,7 +21,7 @@ from harness.predict.calibration import (
     network_from_fits,
 )
 from harness.predict.context import Context, workload_facts
-from harness.predict.model import MODELS, Point, predict, strategy_options
+from harness.predict.model import ALIASES, MODELS, Point, predict, strategy_options
 
 GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
 RUN_FIELDS = ("bucket_mb", "compression")  # ddp settings kept in the spec itself
@@ -112,6 +112,10 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     except UsageError as why:
         return replace(row, note=str(why))
     notes = []
+    ignored = sorted(set(_given_options(spec, strategy)) - set(options)
+                     - {k for k, v in ALIASES.items() if v in options})
+    if ignored:
+        notes.append(f"options not modelled: {', '.join(ignored)}")
     sharing = core_sharing(record)
     if sharing > 1:
         notes.append(f"{spec.get('nproc_per_node')} ranks x {threads} thread(s) on "

@@ -116,3 +116,14 @@ def test_network_strings() -> None:
     for bad in ("fast", "alpha=1", "alpha=x,beta=1", "alpha=-1,beta=1", "alpha=1,beta=1,gamma=2"):
         with pytest.raises(UsageError, match="--network"):
             parse_network(bad)
+
+
+def test_tied_runs_share_their_level_and_their_own_spread(run_record) -> None:
+    fast = run_record([0.9, 1.0, 1.1], batch=1, run_id="fast")
+    slow = run_record([1.8, 2.0, 2.2], batch=1, run_id="slow")
+    found = compute_from_records([fast, slow], workload="hep_cnn", size="small",
+                                 precision="fp32", backend="cpu")
+    assert found is not None and found.run_ids == ("fast", "slow")
+    assert found.seconds_per_sample == pytest.approx(1.5)  # median of the runs' medians
+    # each run's steps keep their relative spread (+-10%) around the common level
+    assert sorted(found.step_samples) == pytest.approx([1.35, 1.35, 1.5, 1.5, 1.65, 1.65])

@@ -28,11 +28,12 @@ def test_ddp_run_is_predicted_from_its_calibration(run_record, calibration) -> N
 
 def test_records_name_their_strategy_and_options(run_record, calibration) -> None:
     ps = run_record([1.0] * 3, world_size=3, comm="gloo", run_id="ps", strategy="ps-sync",
-                    strategy_options={"servers": 1})
+                    strategy_options={"K": 1, "wire_format": "v2"})
     unknown = run_record([1.0] * 3, world_size=2, comm="gloo", run_id="moe", strategy="moe")
     rows = {row.record["run_id"]: row for row in validate([ps, unknown], calibration)}
     assert rows["ps"].strategy == "ps-sync" and rows["ps"].predicted is not None
     assert rows["ps"].ctx is not None and rows["ps"].ctx.options["servers"] == 1
+    assert rows["ps"].note == "options not modelled: wire_format"
     assert rows["moe"].predicted is None and "no model of strategy moe" in rows["moe"].note
 
 
