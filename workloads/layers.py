@@ -9,6 +9,7 @@ sizes, FC shapes) and the pipeline's stage balancer.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -172,3 +173,55 @@ def choose_parallelism(layer: LayerFacts, batch_per_node: int, nodes: int) -> st
     the activations (ratio >= FAR_MORE), "data" parallel otherwise."""
     ratio = gradient_to_activation_ratio(layer, batch_per_node, nodes)
     return "model" if ratio >= FAR_MORE else "data"
+
+
+@dataclass(frozen=True)
+class BlockFacts:
+    """A unit a pipeline may cut after (LayerFacts.block): its parameters and FLOPs per
+    sample, and its output elements per sample (what crosses a cut after it)."""
+
+    name: str
+    parameters: int
+    flops: int
+    output_elements: int
+
+
+def block_table(layers: Sequence[LayerFacts]) -> list[BlockFacts]:
+    """The layers grouped into their blocks, in forward order."""
+    found: list[BlockFacts] = []
+    for layer in layers:
+        if found and found[-1].name == layer.block:
+            last = found[-1]
+            found[-1] = BlockFacts(last.name, last.parameters + layer.parameters,
+                                   last.flops + layer.flops, layer.activation_elements)
+        else:
+            found.append(BlockFacts(layer.block, layer.parameters, layer.flops,
+                                    layer.activation_elements))
+    return found
+
+
+def balance_stages(weights: Sequence[float], parts: int) -> list[int]:
+    """Sizes of `parts` contiguous groups of `weights` (e.g. block FLOPs) whose largest sum
+    is the smallest possible; every group gets at least one item (dynamic programming over
+    the split points, O(parts · n²))."""
+    n = len(weights)
+    if not 1 <= parts <= n:
+        raise ValueError(f"cannot split {n} items into {parts} non-empty groups")
+    prefix = [0.0]
+    for weight in weights:
+        prefix.append(prefix[-1] + weight)
+    best = [[float("inf")] * (n + 1) for _ in range(parts + 1)]
+    split = [[0] * (n + 1) for _ in range(parts + 1)]
+    best[0][0] = 0.0
+    for k in range(1, parts + 1):
+        for end in range(k, n + 1):
+            for start in range(k - 1, end):
+                cost = max(best[k - 1][start], prefix[end] - prefix[start])
+                if cost < best[k][end]:
+                    best[k][end], split[k][end] = cost, start
+    sizes, end = [], n
+    for k in range(parts, 0, -1):
+        start = split[k][end]
+        sizes.append(end - start)
+        end = start
+    return sizes[::-1]

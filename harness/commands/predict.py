@@ -78,6 +78,7 @@ def _calibrate_from(args: argparse.Namespace, default: list[str]) -> tuple[str, 
 
 
 def predict_command(args: argparse.Namespace, json_target: Any) -> int:
+    """A table per strategy over the node counts; records with --json, a report with -o."""
     from harness.core.text import render_table
     from harness.predict.inputs import Request, prepare
     from harness.predict.model import predict

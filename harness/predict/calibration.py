@@ -221,10 +221,15 @@ def compute_from_record(record: dict[str, Any], threads: int | None = None,
                               source + note)
 
 
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _usable(record: dict[str, Any]) -> bool:
     spec = record["spec"]
     return (record.get("status") == "success" and spec.get("task") not in ("comm", "prediction")
-            and spec.get("world_size") == 1 and bool(_step_times(record)))
+            and spec.get("world_size") == 1 and _positive_int(spec.get("batch_per_rank"))
+            and bool(_step_times(record)))
 
 
 def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: str,

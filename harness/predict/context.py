@@ -51,6 +51,7 @@ class WorkloadFacts:
 
 @lru_cache(maxsize=16)
 def workload_facts(workload: str, size: str) -> WorkloadFacts:
+    """The layer table of a workload at a size, counted once per process."""
     return WorkloadFacts(workload, size, tuple(layer_table(workload, size)))
 
 

@@ -34,10 +34,6 @@ class Link:
     alpha: float
     beta: float
 
-    def message(self, nbytes: float) -> float:
-        """One point-to-point message: α + S·β."""
-        return self.alpha + nbytes * self.beta
-
 
 def log2ceil(p: int) -> int:
     """⌈log2 p⌉: the rounds of a recursive doubling or binomial tree over p ranks."""

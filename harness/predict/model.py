@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UnknownNameError, UsageError
@@ -130,7 +130,3 @@ def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
             points.append(Point(strategy, count, None, str(why), baseline))
     return points
 
-
-def context_for(ctx: Context, strategy: str, options: dict[str, Any]) -> Context:
-    """The context with one strategy's options."""
-    return replace(ctx, options=options)

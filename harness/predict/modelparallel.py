@@ -6,60 +6,11 @@ parallelism splits. Activation bytes per element follow the precision (autocast:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
+from workloads.layers import balance_stages, block_table
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
-
-
-@dataclass(frozen=True)
-class Block:
-    """A unit a pipeline may cut after: its FLOPs per sample and its output per sample."""
-
-    name: str
-    flops: int
-    output_elements: int
-
-
-def blocks(ctx: Context) -> list[Block]:
-    """The workload's layers grouped into their blocks, in forward order."""
-    found: list[Block] = []
-    for layer in ctx.facts.layers:
-        if found and found[-1].name == layer.block:
-            last = found[-1]
-            found[-1] = Block(last.name, last.flops + layer.flops, layer.activation_elements)
-        else:
-            found.append(Block(layer.block, layer.flops, layer.activation_elements))
-    return found
-
-
-def balance(weights: list[float], parts: int) -> list[int]:
-    """Sizes of `parts` contiguous groups of `weights` whose largest sum is smallest (dynamic
-    programming over split points; every group gets at least one item)."""
-    n = len(weights)
-    if not 1 <= parts <= n:
-        raise NotModelled(f"cannot cut {n} blocks into {parts} pipeline stages")
-    prefix = [0.0]
-    for weight in weights:
-        prefix.append(prefix[-1] + weight)
-    inf = float("inf")
-    best = [[inf] * (n + 1) for _ in range(parts + 1)]
-    split = [[0] * (n + 1) for _ in range(parts + 1)]
-    best[0][0] = 0.0
-    for k in range(1, parts + 1):
-        for end in range(k, n + 1):
-            for start in range(k - 1, end):
-                cost = max(best[k - 1][start], prefix[end] - prefix[start])
-                if cost < best[k][end]:
-                    best[k][end], split[k][end] = cost, start
-    sizes, end = [], n
-    for k in range(parts, 0, -1):
-        start = split[k][end]
-        sizes.append(end - start)
-        end = start
-    return sizes[::-1]
 
 
 def pipeline(ctx: Context, nodes: int) -> StepEstimate:
@@ -75,8 +26,10 @@ def pipeline(ctx: Context, nodes: int) -> StepEstimate:
         raise NotModelled(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     micro = int(ctx.option("microbatches"))
     chunks = int(ctx.options.get("chunks") or (2 if schedule == "interleaved-1f1b" else 1))
-    units = blocks(ctx)
-    sizes = balance([float(u.flops) for u in units], nodes * chunks)
+    units = block_table(ctx.facts.layers)
+    if nodes * chunks > len(units):
+        raise NotModelled(f"cannot cut {len(units)} blocks into {nodes * chunks} pipeline stages")
+    sizes = balance_stages([float(u.flops) for u in units], nodes * chunks)
     ends = [sum(sizes[: k + 1]) - 1 for k in range(len(sizes))]
     total_flops = sum(u.flops for u in units) or 1
     starts = [end - size + 1 for end, size in zip(ends, sizes, strict=True)]

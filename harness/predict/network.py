@@ -61,13 +61,6 @@ class Network:
             return 0.0
         return cost(op, nbytes, world_size, self.link(op, world_size), self.algorithm)
 
-    def message(self, nbytes: float) -> float:
-        """One point-to-point message between two ranks: α + S·β."""
-        return self.link("p2p", 2).message(nbytes)
-
-    def with_algorithm(self, algorithm: str) -> Network:
-        return Network(self.label, self.assumed, self.links, algorithm)
-
     @property
     def description(self) -> str:
         """The label, marked as an assumption when it is not calibrated here."""

@@ -63,7 +63,8 @@ def measured_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     found = [r for r in records if r.get("status") == "success"
              and r["spec"].get("task") not in ("comm", "prediction")
              and isinstance(r["spec"].get("world_size"), int) and r["spec"]["world_size"] > 1
-             and _step_time(r) is not None]
+             and isinstance(r["spec"].get("batch_per_rank"), int)
+             and r["spec"]["batch_per_rank"] > 0 and _step_time(r) is not None]
     return sorted(found, key=lambda r: (str(r["spec"].get("workload")), r["created_at"],
                                         r["run_id"]))
 

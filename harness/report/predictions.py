@@ -61,6 +61,7 @@ def prediction_table(workload: str, views: list[RecordView]) -> Table:
 
 
 def prediction_tables(views: list[RecordView]) -> list[Table]:
+    """One table of predictions per workload."""
     return [prediction_table(name, members) for name, members in group(views, "workload").items()]
 
 

@@ -9,6 +9,8 @@ from workloads import get_workload
 from workloads.flops import count_flops_per_sample
 from workloads.layers import (
     LayerFacts,
+    balance_stages,
+    block_table,
     choose_parallelism,
     gradient_to_activation_ratio,
     layer_table,
@@ -73,3 +75,16 @@ def test_describe_layers_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert sum(row["parameters"] for row in table["layers"]) == 594_178
     assert table["layers"][-1]["name"] == "fc" and table["layers"][-1]["parallelism"] == "data"
     assert set(LayerFacts.__dataclass_fields__) <= set(table["layers"][0])
+
+
+def test_blocks_and_the_stage_balancer() -> None:
+    blocks = block_table(layer_table("resnet50", "tiny"))
+    assert [b.name for b in blocks[:5]] == ["conv1", "bn1", "maxpool", "layer1.0", "layer2.0"]
+    assert sum(b.parameters for b in blocks) == sum(
+        layer.parameters for layer in layer_table("resnet50", "tiny"))
+    assert blocks[3].output_elements == layer_table("resnet50", "tiny")[10].activation_elements
+    assert balance_stages([4, 1, 1, 1, 1], 2) == [1, 4]      # 4 | 1+1+1+1
+    assert balance_stages([1, 2, 3, 4, 5, 6], 3) == [3, 2, 1]  # 6 | 9 | 6 -> max 9
+    assert balance_stages([1, 1, 1], 3) == [1, 1, 1]
+    with pytest.raises(ValueError):
+        balance_stages([1, 2], 3)
