@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
     "report": ("report", "tables and plots from records and stores"),
     "compare": ("compare", "exit 1 on a significant regression"),
+    "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
 }
 

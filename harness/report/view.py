@@ -137,6 +137,11 @@ class RecordView:
         return self.spec.get("task") == "comm"
 
     @property
+    def is_prediction(self) -> bool:
+        """A `dtbench predict` record: modelled, not measured."""
+        return self.spec.get("task") == "prediction"
+
+    @property
     def op(self) -> str:
         return clean_text(self.spec.get("op"), 100) or self.workload
 
