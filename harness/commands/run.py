@@ -16,6 +16,7 @@ from harness.core.spec import (
     COMPRESSIONS,
     LAUNCHER_CHOICES,
     MODES,
+    PEAK_SOURCES,
     PRECISIONS,
     SIZES,
     LaunchOptions,
@@ -30,7 +31,7 @@ from harness.run.summary import summary_table
 
 CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
                 "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "data", "seed", "bucket_mb", "compression")
+                "channels_last", "compile", "data", "seed", "bucket_mb", "compression", "peak")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true", default=None, help="torch.compile")
     parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
                      default=None)
+    parser.add_argument("--peak", choices=PEAK_SOURCES,
+                        help="where peak_flops (the MFU denominator) comes from: in-run "
+                        "(timed before and after the measured steps; default) or cached (the "
+                        "highest reading of `dtbench peak` on this hardware); "
+                        "DTBENCH_PEAK sets the default")
     parser.add_argument("--data", help="user data: .npz/.h5 images+labels, or text for lstm")
     parser.add_argument("--out", default="results", help="results store (default ./results)")
     parser.add_argument("--json", dest="json_file", help="also write this run's records here")

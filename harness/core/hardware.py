@@ -269,3 +269,9 @@ def hardware_differences(first: Mapping[str, Any], second: Mapping[str, Any]) ->
     a, b = hardware_summary(first), hardware_summary(second)
     known = [name for name in a if a[name] not in (None, [], "") and b[name] not in (None, [], "")]
     return [f"{name}: {a[name]} vs {b[name]}" for name in known if a[name] != b[name]]
+
+
+@cache
+def local_hardware_key() -> str:
+    """hardware_key of this machine's CPU and usable cores (GPUs are named apart)."""
+    return hardware_key({**cpu_fingerprint(), "cpus_usable": len(os.sched_getaffinity(0))})

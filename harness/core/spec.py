@@ -14,6 +14,8 @@ MODES = ("throughput", "ttt")
 COMM_CHOICES = ("none", "gloo", "mpi", "nccl")
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
+# Where peak_flops comes from: measured in the run itself, or the per-machine cache.
+PEAK_SOURCES = ("in-run", "cached")
 
 # Environment variables that change performance; their values are part of a run's identity.
 PERF_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "DNNL_", "ONEDNN_", "NCCL_", "GLOO_", "CUDA_",
@@ -25,6 +27,10 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The subset of the environment that changes performance, sorted for stable keys."""
     environ = dict(os.environ if environ is None else environ)
     return {k: environ[k] for k in sorted(environ) if k.startswith(PERF_ENV_PREFIXES)}
+
+
+# Spec fields newer than the first records, with the values that reproduce their keys.
+KEY_DEFAULTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class RunSpec:
     data: str | None = None
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    peak: str = "in-run"
 
     @property
     def world_size(self) -> int:
@@ -68,8 +75,13 @@ class RunSpec:
         return self.world_size > 1 or self.comm != "none"
 
     def key(self) -> str:
-        """A short stable hash of the fields that make two runs comparable (not seed or suite)."""
-        identity = {k: v for k, v in self.as_dict().items() if k not in ("suite", "seed", "env")}
+        """A short stable hash of the fields that make two runs comparable (not seed, suite,
+        environment or where the peak came from). Fields added since records were first
+        written are left out while they hold their defaults, so the key of an unchanged
+        experiment stays what older records carry."""
+        identity = {k: v for k, v in self.as_dict().items()
+                    if k not in ("suite", "seed", "env", "peak")
+                    and not (k in KEY_DEFAULTS and v == KEY_DEFAULTS[k])}
         blob = json.dumps(identity, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -124,10 +124,26 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
         measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__)
 
 
-def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
-    from harness.core.hardware import machine_id
+IN_RUN_BUDGET_S = 0.3
 
-    return (f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|"
+
+def in_run_reading(backend_name: str, precision: str, threads: int, device: torch.device,
+                   when: str) -> dict[str, Any]:
+    """A quick peak reading inside a run (`when` = before/after the measured steps): the same
+    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine."""
+    result = measure_peak(backend_name, precision, threads, reps=5, budget_s=IN_RUN_BUDGET_S,
+                          device=device)
+    return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,
+            "per_size": result.per_size, "threads": result.threads,
+            "measured_at": result.measured_at}
+
+
+def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
+    """The cache entry of a device, keyed by the hardware (not machine_id, which VMs built
+    from one image share whatever CPU they land on)."""
+    from harness.core.hardware import local_hardware_key
+
+    return (f"{local_hardware_key()}|{backend}|{device_name}|{precision}|threads={threads}|"
             f"{torch.__version__}")
 
 

@@ -23,6 +23,18 @@ def _no_progress(phase: str, done: int, total: int) -> None:
     return None
 
 
+def _peak_reading(trainer: Trainer, result: RankResult, when: str) -> None:
+    """With --peak in-run, time the device's GEMM peak and copy bandwidth now."""
+    spec = trainer.spec
+    if spec.peak != "in-run":
+        return
+    from harness.microbench.peak import in_run_reading
+
+    threads = int(trainer.settings.get("threads", spec.threads))
+    result.peak_readings.append(in_run_reading(spec.backend, spec.precision, threads,
+                                               trainer.device, when))
+
+
 def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
                    progress: ProgressFn = _no_progress) -> RankResult:
     """Warm up, then time `spec.steps` steps on one fixed synthetic batch."""
@@ -37,6 +49,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         trainer.step(inputs, targets)
         progress("warmup", index + 1, spec.warmup)
     backend.synchronize(device)
+    _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     meter = backend.energy_meter(device)
     energy_start = meter.joules() if meter is not None else None
@@ -55,6 +68,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         progress("measure", index + 1, spec.steps)
     backend.synchronize(device)
     result.step_times = timer.samples()
+    _peak_reading(trainer, result, "after")
     if meter is not None and energy_start is not None:
         result.energy_joules = meter.joules() - energy_start
     else:
@@ -99,6 +113,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     log.end(mlperf.INIT_STOP)
     generator = torch.Generator().manual_seed(spec.seed)
     backend, device = trainer.backend, trainer.device
+    _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     timer = backend.timer(device)
     steps_per_epoch = len(train) // spec.world_size // spec.batch_per_rank
@@ -140,6 +155,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     elapsed = time.perf_counter() - started
     log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
                                        else mlperf.STATUS_ABORTED})
+    _peak_reading(trainer, result, "after")
     result.step_times = timer.samples()
     result.losses = [float(v) for v in losses[:step].cpu()]
     result.peak_memory = backend.peak_memory(device)

@@ -26,6 +26,10 @@ class RankResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     comm_payload_bytes: list[int] = field(default_factory=list)
     param_checksums: list[float] = field(default_factory=list)
+    # In-run peak readings of this rank's device: {"when", "flops", "memory_bandwidth", ...}.
+    peak_readings: list[dict[str, Any]] = field(default_factory=list)
+    # This node's fingerprint summary, from the first rank of each node of a multi-node run.
+    node: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RankResult:

@@ -150,11 +150,12 @@ class Runner:
             results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:
             results = [run_throughput(spec, progress=self.progress.update)]
-        lead = results[0]
-        threads = int(lead.settings.get("threads", spec.threads))
-        if spec.backend == "cpu":
-            threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
-        context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
+        if spec.peak == "cached":
+            lead = results[0]
+            threads = int(lead.settings.get("threads", spec.threads))
+            if spec.backend == "cpu":
+                threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
+            context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
         return results
 
     def _log_path(self, run_id: str) -> Path:

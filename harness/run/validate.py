@@ -11,6 +11,7 @@ from harness.core.spec import (
     COMPRESSIONS,
     LAUNCHER_CHOICES,
     MODES,
+    PEAK_SOURCES,
     PRECISIONS,
     SIZES,
     RunSpec,
@@ -46,6 +47,7 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("comm backend", spec.comm, COMM_CHOICES)
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
     _check_choice("compression", spec.compression, COMPRESSIONS)
+    _check_choice("peak source", spec.peak, PEAK_SOURCES)
     for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps", "bucket_mb"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)

@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -110,18 +109,15 @@ LAUNCHERS = ["local", "torchrun", pytest.param("mpirun", marks=requires_mpi)]
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: str) -> None:
     out = tmp_path / "store"
-    started = time.monotonic()
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--launcher",
                      launcher, "--size", "tiny", "--threads", "1", "--steps", "20", "-q",
                      "--out", str(out), "--rank-timeout", "60",
                      env={"DTBENCH_FAULT": "kill:1:2"}, timeout=200)
-    elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     (record,) = records(out)
     assert record["status"] == "failed"
     assert "rank 1" in record["error"], record["error"]
-    assert elapsed < 150
     assert leftover([record["run_id"]]) == []
 
 

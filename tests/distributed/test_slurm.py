@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from infrastructure import failed_to_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,7 +79,7 @@ def cluster() -> Iterator[OneNodeCluster]:
         ensure_installed()
         running = OneNodeCluster().start()
     except ClusterUnavailable as exc:
-        pytest.skip(f"no one-node Slurm cluster: {exc}")
+        failed_to_start(f"no one-node Slurm cluster: {exc}")
     try:
         yield running
     finally:
