@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands.arguments import int_list, non_negative_int, positive_int
-from harness.core.errors import UsageError
+from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
 from harness.core.files import check_output_file, write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import (
@@ -23,6 +23,7 @@ from harness.core.spec import (
     RunSpec,
 )
 from harness.records.store import Store
+from harness.run.guard import check_all
 from harness.run.plan import plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
@@ -70,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(timed before and after the measured steps; default) or cached (the "
                         "highest reading of `dtbench peak` on this hardware); "
                         "DTBENCH_PEAK sets the default")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="run even when ranks x threads exceed 4x the usable cores or the "
+                        "estimated memory exceeds the machine's")
     parser.add_argument("--data", help="user data: .npz/.h5 images+labels, or text for lstm")
     parser.add_argument("--out", default="results", help="results store (default ./results)")
     parser.add_argument("--json", dest="json_file", help="also write this run's records here")
@@ -147,6 +151,7 @@ def command(args: argparse.Namespace) -> int:
     store = Store(args.out)
     json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
+    check_all([spec for spec, _ in planned], args.oversubscribe)
     store.ensure_writable()
     store.reconcile_index()
 
@@ -175,7 +180,14 @@ def command(args: argparse.Namespace) -> int:
         print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
               if work else "nothing to run: every planned run is already complete")
     print(f"records: {store.root}", file=sys.stderr)
-    return 1 if any(r["status"] == "failed" for r in records) else 0
+    if any(r["status"] == "failed" for r in records):
+        return EXIT_FAILED
+    if records and all(r["status"] == "skipped" for r in records):
+        reasons = sorted({str(r["error"]) for r in records})
+        print(f"dtbench: nothing ran: every run was skipped ({'; '.join(reasons)})",
+              file=sys.stderr)
+        return EXIT_NOTHING_RAN
+    return EXIT_OK
 
 
 def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:

@@ -20,6 +20,9 @@ NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step
 KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
                     "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
                     "algbw": True, "busbw": True, "latency": False, "energy": False}
+# Records whose values are computed, not measured: the same inputs give the same numbers, so
+# values are compared as they are (a prediction changed or it did not).
+DETERMINISTIC_TASKS = frozenset({"prediction"})
 # Repeats per side from which runs, not steps, are the unit of the statistics.
 MIN_RUNS = 2
 SUGGESTED_REPEATS = 5
@@ -140,6 +143,8 @@ def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: fl
 def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                    ) -> list[ComparisonRow]:
     base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
+    deterministic = all(r["spec"].get("task") in DETERMINISTIC_TASKS
+                        for r in base.records + cand.records)
     rows = []
     for name in list(base_metrics) + [n for n in cand_metrics if n not in base_metrics]:
         before, after = base_metrics.get(name), cand_metrics.get(name)
@@ -159,6 +164,14 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                                          [np.asarray(r) for r in after.runs])
             else:
                 test = RatioTest.of(before.samples, after.samples)
+            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
+                                                                   threshold_pct),
+                                      baseline=test.baseline_median,
+                                      candidate=test.candidate_median, ratio=test.ratio,
+                                      test=test))
+        elif deterministic and before.values and after.values:
+            test = RatioTest.exact(statistics.median(before.values),
+                                   statistics.median(after.values))
             rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
                                                                    threshold_pct),
                                       baseline=test.baseline_median,

@@ -148,6 +148,13 @@ class RatioTest:
         return cls.of(a, b, resamples, seed, level="runs")
 
     @classmethod
+    def exact(cls, baseline: float, candidate: float) -> RatioTest:
+        """Two computed (not measured) values: the ratio is known exactly, no interval."""
+        ratio = ratio_of(baseline, candidate)
+        p_value = 1.0 if baseline == candidate else 0.0
+        return cls(1, 1, baseline, candidate, ratio, ratio, ratio, p_value, "exact")
+
+    @classmethod
     def of_summaries(cls, baseline: Sequence[dict[str, float]],
                      candidate: Sequence[dict[str, float]]) -> RatioTest:
         """From summary statistics alone (mean, stddev and rounds per run), for files saved
@@ -174,7 +181,7 @@ class RatioTest:
         """The CI lies wholly on the worse (or, with worse=False, the better) side of 1, and
         (for step samples) the rank test agrees. Between a few runs a rank test cannot reach
         p < 0.05 (3 against 3: p >= 0.1), so at run level the bootstrap interval decides."""
-        if self.level in ("samples", "summary") and not (self.p_value < alpha):
+        if self.level in ("samples", "summary", "exact") and not (self.p_value < alpha):
             return False
         below = self.ci_high < 1.0
         above = self.ci_low > 1.0

@@ -69,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result_dict = run_throughput(spec, who.rank, who.local_rank,
                                          progress=reporter.heartbeat).as_dict()
+        if spec.nnodes > 1 and who.local_rank == 0:
+            # Every node's own fingerprint, not rank 0's only: nodes may differ.
+            from harness.records.fingerprint import machine_info, node_summary
+
+            result_dict["node"] = node_summary(machine_info())
         gathered = gather_results(result_dict) or [result_dict]
         if who.rank == 0:
             write_atomic(run_dir / "result.json", json.dumps(gathered))

@@ -148,3 +148,14 @@ def harness_info() -> dict[str, Any]:
     except (subprocess.SubprocessError, OSError):
         pass
     return {"version": harness.__version__, "git_commit": commit, "dirty": dirty}
+
+
+def with_nodes(machine: dict[str, Any], nnodes: int,
+               nodes: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """Node 0's machine entry, with the node count and, for a multi-node run, every node's
+    summary as its first rank reported it (`per_node`)."""
+    if nnodes <= 1:
+        return machine
+    found = [node for node in nodes if isinstance(node, dict)]
+    return {**machine, "nodes": nnodes, "per_node": found,
+            "same_hardware": len({n.get("hardware_key") for n in found}) <= 1}

@@ -72,7 +72,9 @@ def command(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
     if not loaded.records:
-        print(f"dtbench: warning: no records in {clean_text(' '.join(paths))}", file=sys.stderr)
+        raise UsageError(f"no records in {clean_text(' '.join(paths))}"
+                         + (f" ({len(loaded.warnings)} file(s) skipped)" if loaded.warnings
+                            else ""))
     text = render(loaded, fmt, paths=paths,
                   regenerate=regenerate_command(paths, args.format, args.output))
     if target is None:

@@ -14,7 +14,7 @@ from harness.core.text import one_line
 from harness.microbench.peak import peak_for
 from harness.rank.loops import run_throughput, run_time_to_train
 from harness.rank.result import RankResult
-from harness.records.fingerprint import harness_info, machine_info, software_info
+from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
 from harness.run.progress import Progress
@@ -112,6 +112,7 @@ class Runner:
         if status == "success" and spec.mode == "ttt" and ranks and not ranks[0].target_reached:
             status, error = "failed", self._ttt_failure(spec, ranks[0])
         machine, software = self._fingerprint()
+        machine = with_nodes(machine, spec.nnodes, [rank.node for rank in ranks])
         notes: dict[str, Any] = {}
         if ranks:
             notes["settings"] = ranks[0].settings

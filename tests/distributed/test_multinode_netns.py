@@ -189,6 +189,10 @@ def test_torchrun_gloo_across_two_namespaces(pair: NetnsPair, peak_cache: Path,
         (2, 2, "torchrun", "gloo")
     assert len(_records_in(out_a)) == 1
     assert _records_in(out_b) == [], "node 1 must leave the record to node 0"
+    # Each node's own fingerprint, reported by its first rank (both namespaces share one CPU).
+    per_node = record["machine"]["per_node"]
+    assert len(per_node) == 2 and record["machine"]["same_hardware"] is True
+    assert all(node["cpu_model"] and node["hardware_key"] for node in per_node)
     # Node 1's gradients crossed the veth: at least one payload per measured step.
     grad_bytes = _metric(record, "grad_bytes_per_step")
     assert grad_bytes and sent >= grad_bytes * steps, (sent, grad_bytes)
