@@ -32,7 +32,8 @@ from harness.run.summary import summary_table
 
 CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
                 "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "data", "seed", "bucket_mb", "compression", "peak")
+                "channels_last", "compile", "data", "seed", "bucket_mb", "compression", "peak",
+                "strategy", "strategy_options", "straggler")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master-addr")
     parser.add_argument("--master-port", type=positive_int)
     parser.add_argument("--hostfile")
+    parser.add_argument("--strategy", action="append",
+                        help="how the run is distributed (dtbench list shows them); repeatable")
+    parser.add_argument("--strategy-opt", dest="strategy_options", action="append",
+                        metavar="KEY=VALUE", help="an option of the strategy; repeatable")
+    parser.add_argument("--straggler", metavar="RANK:FACTOR",
+                        help="that rank's compute takes FACTOR times as long, e.g. 1:3")
     parser.add_argument("--bucket-mb", type=positive_int, help="DDP gradient bucket size (MiB)")
     parser.add_argument("--compression", choices=COMPRESSIONS,
                      help="gradient compression hook for multi-rank runs")
@@ -82,6 +89,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
+def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
+    """--strategy-opt KEY=VALUE (repeatable) as a dict; the strategy types and checks them."""
+    if not pairs:
+        return None
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--strategy-opt {pair!r}: expected KEY=VALUE, e.g. period=4")
+        found[key.strip()] = value.strip()
+    return found
+
+
 def merge_repeated(values: list[Any] | None) -> list[Any] | None:
     """A repeated option's values (`-n 1,2 -n 4` arrives as [[1, 2], [4]]) as one list, in
     order, each once; None when the option was not given."""
@@ -97,8 +117,9 @@ def merge_repeated(values: list[Any] | None) -> list[Any] | None:
 
 def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
-    for key in ("workload", "size", "backend", "comm", "precision", "nproc"):
+    for key in ("workload", "size", "backend", "comm", "precision", "nproc", "strategy"):
         options[key] = merge_repeated(options[key])
+    options["strategy_options"] = strategy_opts(args.strategy_options)
     return options
 
 

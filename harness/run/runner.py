@@ -35,7 +35,9 @@ def unavailable_reason(spec: RunSpec) -> str | None:
         get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
     except NotImplementedError as exc:
         return one_line(str(exc)) or f"{spec.workload} does not support this combination"
-    return None
+    from harness.strategies import STRATEGIES
+
+    return STRATEGIES.get(spec.strategy).unsupported(spec)
 
 
 def check_replicas(ranks: list[RankResult]) -> None:
@@ -146,7 +148,10 @@ class Runner:
             if gathered is None:
                 return None
             results = [RankResult.from_dict(d) for d in gathered]
-            check_replicas(results)
+            from harness.strategies import STRATEGIES
+
+            if STRATEGIES.get(spec.strategy).replicas_match(spec):
+                check_replicas(results)
         elif spec.mode == "ttt":
             results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:

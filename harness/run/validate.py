@@ -8,7 +8,6 @@ from __future__ import annotations
 from harness.core.errors import UsageError
 from harness.core.spec import (
     COMM_CHOICES,
-    COMPRESSIONS,
     LAUNCHER_CHOICES,
     MODES,
     PEAK_SOURCES,
@@ -16,6 +15,7 @@ from harness.core.spec import (
     SIZES,
     RunSpec,
 )
+from harness.strategies import STRATEGIES
 
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
@@ -46,9 +46,8 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("mode", spec.mode, MODES)
     _check_choice("comm backend", spec.comm, COMM_CHOICES)
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
-    _check_choice("compression", spec.compression, COMPRESSIONS)
     _check_choice("peak source", spec.peak, PEAK_SOURCES)
-    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps", "bucket_mb"):
+    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)
     _check_positive("threads", spec.threads, allow_zero=True)
@@ -58,8 +57,10 @@ def validate(spec: RunSpec) -> RunSpec:
     if spec.world_size > 1 and spec.comm == "none":
         raise UsageError(f"world size {spec.world_size} needs a communication backend: "
                          "--comm gloo, mpi or nccl")
-    if spec.compression != "none" and not spec.distributed:
-        raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
+    if spec.straggler is not None and spec.straggler[0] >= spec.world_size:
+        raise UsageError(f"--straggler rank {spec.straggler[0]} is not a rank of this run "
+                         f"(world size {spec.world_size})")
+    STRATEGIES.get(spec.strategy).check(spec)
     if spec.precision == "fp16" and spec.backend == "cpu":
         raise UsageError("fp16 with grad scaling is a CUDA precision; on cpu use fp32 or bf16")
     return spec
