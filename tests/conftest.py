@@ -14,6 +14,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PeakSeeder = Callable[[Path, float, Iterable[int]], None]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--matrix", action="store_true", default=False,
+                     help="also run the full strategy x workload x comm x launcher matrix "
+                     "(tests marked matrix; about an hour on 2 cores)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `matrix` run only with --matrix (or DTBENCH_MATRIX=1)."""
+    if config.getoption("--matrix") or os.environ.get("DTBENCH_MATRIX") == "1":
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("matrix") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every test, and every dtbench process a test starts, gets a private peak cache (never
     the user's ~/.cache/dtbench) and takes the cached peak by default: timing the GEMM peak

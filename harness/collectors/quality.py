@@ -17,7 +17,7 @@ def quality(context: CollectContext) -> list[Metric]:
     if lead.target_reached and lead.time_to_train is not None:
         found.append(Metric("time_to_train", "s", lead.time_to_train, higher_is_better=False,
                             extra={"from": "run_start", "to": "run_stop"}))
-        if lead.quality_history:
+        if lead.quality_history and "step" in lead.quality_history[-1]:
             steps = int(lead.quality_history[-1]["step"])
             found.append(Metric(
                 "samples_to_target", "samples", float(steps * context.spec.global_batch),

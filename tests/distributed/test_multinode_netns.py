@@ -193,8 +193,8 @@ def test_torchrun_gloo_across_two_namespaces(pair: NetnsPair, peak_cache: Path,
     per_node = record["machine"]["per_node"]
     assert len(per_node) == 2 and record["machine"]["same_hardware"] is True
     assert all(node["cpu_model"] and node["hardware_key"] for node in per_node)
-    # Node 1's gradients crossed the veth: at least one payload per measured step.
-    grad_bytes = _metric(record, "grad_bytes_per_step")
+    # Node 1's gradients crossed the veth: at least the counted bytes of each measured step.
+    grad_bytes = _metric(record, "comm_bytes_gradient")
     assert grad_bytes and sent >= grad_bytes * steps, (sent, grad_bytes)
     _assert_no_leftovers(pair)
 
@@ -263,7 +263,7 @@ def test_mpirun_mpi_across_two_namespaces(pair: NetnsPair, peak_cache: Path, tmp
     assert (spec["world_size"], spec["nnodes"], spec["launcher"], spec["comm"]) == \
         (2, 2, "mpirun", "mpi")
     # MPI carried the gradients over the veth (the rank in namespace b sent them).
-    grad_bytes = _metric(record, "grad_bytes_per_step")
+    grad_bytes = _metric(record, "comm_bytes_gradient")
     assert grad_bytes and sent >= grad_bytes * steps, (sent, grad_bytes)
     _assert_no_leftovers(pair)
 
@@ -333,8 +333,8 @@ def test_capped_link_lowers_throughput_and_scaling(pair: NetnsPair, peak_cache: 
     pair.set_rate(None)
 
     fast, slow = (_metric(records[k], "throughput") for k in ("uncapped", "capped"))
-    grad_bytes = _metric(records["capped"], "grad_bytes_per_step")
-    sent_per_step = _metric(records["capped"], "bytes_sent_per_rank")
+    grad_bytes = _metric(records["capped"], "comm_bytes_gradient")
+    sent_per_step = _metric(records["capped"], "comm_bytes")
     step_time = _metric(records["capped"], "step_time")
     print(f"\nalexnet tiny, 2 namespaces, torchrun+gloo: uncapped {fast:.1f} samples/s, "
           f"capped at {CAP_RATE} {slow:.1f} samples/s (ratio {slow / fast:.3f}); "

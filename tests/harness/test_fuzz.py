@@ -387,6 +387,8 @@ GOOD_RUN_VALUES = {
     str: st.sampled_from(["hep_cnn", "tiny", "cpu", "gloo", "fp32", ""]) | st.text(max_size=8),
     int: st.integers(0, 64),
     bool: st.booleans(),
+    dict: st.dictionaries(st.sampled_from(["period", "H", "x"]), st.integers(0, 8)
+                          | st.text(max_size=4), max_size=2),
 }
 
 
