@@ -47,11 +47,13 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     if not threads and backend == "cpu":
         threads = max(1, len(os.sched_getaffinity(0)) // nproc)
     strategy = STRATEGIES.get(options.get("strategy") or "ddp")
+    world = nproc * (options.get("nnodes") or 1)
+    comm = options.get("comm") or ("none" if world == 1 else "gloo")
     spec = RunSpec(
-        workload=workload.name, size=size, backend=backend,
-        comm=options.get("comm") or ("none" if nproc * (options.get("nnodes") or 1) == 1
-                                     else "gloo"),
-        launcher=options.get("launcher") or "local",
+        workload=workload.name, size=size, backend=backend, comm=comm,
+        # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.
+        launcher=options.get("launcher") or ("mpirun" if comm == "mpi" and world > 1
+                                             else "local"),
         precision=options.get("precision") or "fp32",
         nproc_per_node=nproc, nnodes=options.get("nnodes") or 1,
         batch_per_rank=options.get("batch_size") or preset.default_batch(backend),

@@ -57,6 +57,10 @@ def validate(spec: RunSpec) -> RunSpec:
     if spec.world_size > 1 and spec.comm == "none":
         raise UsageError(f"world size {spec.world_size} needs a communication backend: "
                          "--comm gloo, mpi or nccl")
+    if spec.comm == "mpi" and spec.launcher not in ("mpirun", "slurm") and spec.world_size > 1:
+        raise UsageError(f"--comm mpi needs its ranks started by MPI: use --launcher mpirun "
+                         f"(or slurm); --launcher {spec.launcher} starts processes that are "
+                         "each an MPI world of one")
     if spec.straggler is not None and spec.straggler[0] >= spec.world_size:
         raise UsageError(f"--straggler rank {spec.straggler[0]} is not a rank of this run "
                          f"(world size {spec.world_size})")

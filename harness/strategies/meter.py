@@ -171,7 +171,10 @@ class CountingProcessGroup(dist.ProcessGroup):
                                         inputs: list[torch.Tensor], opts: Any = None
                                         ) -> dist.Work:
         self._count("reducescatter", _payload(inputs))
-        return self._call(("reduce_scatter_tensor_coalesced",), outputs, inputs, opts)
+        if hasattr(self._inner, "reduce_scatter_tensor_coalesced"):
+            return self._call(("reduce_scatter_tensor_coalesced",), outputs, inputs, opts)
+        return _AllWork([self._call(("_reduce_scatter_base", "reduce_scatter_single"), out, inp,
+                                    opts) for out, inp in zip(outputs, inputs)])
 
     # -- moves --------------------------------------------------------------------------------
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
@@ -194,7 +197,10 @@ class CountingProcessGroup(dist.ProcessGroup):
                                         inputs: list[torch.Tensor], opts: Any = None
                                         ) -> dist.Work:
         self._count("allgather", _payload(outputs))
-        return self._call(("allgather_into_tensor_coalesced",), outputs, inputs, opts)
+        if hasattr(self._inner, "allgather_into_tensor_coalesced"):
+            return self._call(("allgather_into_tensor_coalesced",), outputs, inputs, opts)
+        return _AllWork([self._call(("_allgather_base", "all_gather_single"), out, inp)
+                         for out, inp in zip(outputs, inputs)])
 
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int],
                       input_splits: list[int], opts: Any = None) -> dist.Work:
@@ -224,6 +230,24 @@ class CountingProcessGroup(dist.ProcessGroup):
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> dist.Work:
         return self._call(("recv_anysource",), tensors, tag)
+
+
+class _AllWork(dist.Work):
+    """Several pending operations as one Work: what a coalesced collective returns when the
+    wrapped group (gloo has no coalesced all-gather or reduce-scatter of tensors) runs it
+    as one base operation per tensor."""
+
+    def __init__(self, works: list[Any]) -> None:
+        super().__init__()
+        self._works = works
+
+    def wait(self, timeout: Any = None) -> bool:
+        for work in self._works:
+            work.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self._works)
 
 
 @dataclass
