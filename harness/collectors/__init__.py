@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from harness.collectors import (  # noqa: F401  (registration)
     communication,
+    consistency,
     energy,
     flops,
     memory,

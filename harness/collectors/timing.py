@@ -26,11 +26,38 @@ def step_time(context: CollectContext) -> list[Metric]:
                    extra={"aggregation": "max over ranks per step; value is the median"})]
 
 
+def _asynchronous(context: CollectContext) -> bool:
+    from harness.strategies import STRATEGIES
+
+    try:
+        return not STRATEGIES.get(context.spec.strategy).synchronous
+    except KeyError:
+        return False
+
+
+def _independent_throughput(context: CollectContext) -> list[Metric]:
+    """Workers that do not wait for each other: the sum of each worker's own rate."""
+    per_rank = [r.step_times for r in context.ranks if r.step_times]
+    batch = context.spec.batch_per_rank
+    steps = min(len(times) for times in per_rank)
+    rates = [batch / statistics.median(times) for times in per_rank]
+    return [Metric("throughput", "samples/s", sum(rates), higher_is_better=True,
+                   samples=[sum(batch / times[i] for times in per_rank) for i in range(steps)],
+                   extra={"global_batch": context.spec.global_batch, "measured_steps": steps,
+                          "per_worker": rates,
+                          "aggregation": "sum over workers of batch_per_rank / that "
+                                         "worker's median step time (workers do not wait "
+                                         "for each other)",
+                          "overall": sum(batch * len(t) / sum(t) for t in per_rank)})]
+
+
 @collector("throughput")
 def throughput(context: CollectContext) -> list[Metric]:
     times = step_times_over_ranks(context)
     if not times:
         return []
+    if _asynchronous(context):
+        return _independent_throughput(context)
     global_batch = context.spec.global_batch
     # The median step is robust to a shared machine's stray slow steps; the plain
     # total-samples / total-time figure is kept beside it.

@@ -48,6 +48,26 @@ def _finish(trainer: Trainer, result: RankResult, measured: int) -> None:
     strategy.finish()
 
 
+def _serve(trainer: Trainer, result: RankResult, total_steps: int,
+           progress: ProgressFn) -> RankResult:
+    """A serving rank (parameter server): serve until every worker is done; its bytes are
+    reported per round of worker steps, so they compare with the analytic volume."""
+    strategy = trainer.strategy
+    started = time.perf_counter()
+    strategy.serve(progress, total_steps)
+    result.time_to_train = None
+    if trainer.meter is not None:
+        served = trainer.meter.end_step()
+        rounds = max(1.0, strategy.served_rounds())
+        result.comm_bytes = [{kind: int(round(value / rounds)) for kind, value in served.items()}]
+    result.role = strategy.role
+    result.state_bytes = strategy.state_bytes()
+    result.strategy_stats = {**strategy.step_stats(),
+                             "served_s": time.perf_counter() - started}
+    strategy.finish()
+    return result
+
+
 def _end_step(trainer: Trainer) -> None:
     if trainer.meter is not None:
         trainer.meter.end_step()
@@ -59,6 +79,8 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     """Warm up, then time `spec.steps` steps on one fixed synthetic batch."""
     trainer = Trainer(spec, rank, local_rank, meter)
     result = trainer.new_result()
+    if trainer.strategy.serves:
+        return _serve(trainer, result, spec.warmup + spec.steps, progress)
     generator = torch.Generator().manual_seed(spec.seed + rank)
     inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank, "cpu",
                                                        generator)
@@ -118,6 +140,8 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     log.start(mlperf.INIT_START)
     trainer = Trainer(spec, rank, local_rank, meter)
     result = trainer.new_result()
+    if trainer.strategy.serves:
+        return _serve(trainer, result, 0, progress)
     target = trainer.preset.target
     try:
         train, evaluation = trainer.workload.datasets(spec.size, spec.data, spec.seed)

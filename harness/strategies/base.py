@@ -212,6 +212,20 @@ class Strategy(ABC):
     def role(self) -> str:
         return self.roles(self.spec)[self.place.rank]
 
+    @property
+    def serves(self) -> bool:
+        """Whether this rank serves others (a parameter server) instead of taking steps."""
+        return False
+
+    def serve(self, progress: Callable[[str, int, int], None] | None = None,
+              total_steps: int = 0) -> None:
+        """A serving rank's work: answer the workers until they are all done."""
+        raise NotImplementedError(f"strategy {self.name} has no serving ranks")
+
+    def served_rounds(self) -> float:
+        """Steps per worker a serving rank served (its bytes per step divide by this)."""
+        return 1.0
+
     @abstractmethod
     def setup(self) -> None:
         """Build and wrap the model and optimizer (self.model, self.optimizer)."""

@@ -55,25 +55,45 @@ def main() -> None:
     for entry in strategies:
         name, _, text = entry.partition(":")
         raw = dict(pair.split("=") for pair in text.split(",") if pair)
-        spec = RunSpec(workload=workload, size="tiny", comm=comm, nproc_per_node=world,
-                       batch_per_rank=4, steps=STEPS, threads=1, strategy=name,
+        single = name == "single"  # rank 0 alone, undistributed: the reference trajectory
+        if single:
+            name = "ddp"
+        spec = RunSpec(workload=workload, size="tiny", comm="none" if single else comm,
+                       nproc_per_node=1 if single else world, batch_per_rank=4, steps=STEPS,
+                       threads=1, strategy=name,
                        strategy_options=STRATEGIES.get(name).parse_options(raw), peak="cached")
         meter.steps.clear()
-        trainer = Trainer(spec, rank, rank, meter)
-        generator = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
-        losses = []
-        for _ in range(STEPS):
-            inputs, targets = trainer.workload.synthetic_batch("tiny", 4, "cpu", generator)
-            inputs, targets = trainer.to_device(inputs, targets)
-            losses.append(float(trainer.step(inputs, targets)))
-            meter.end_step()
-        parameters = full_parameters(trainer)
-        counted: list[list[dict[str, int]]] = [[] for _ in range(world)]
+        losses: list[float] = []
+        parameters: list[list[float]] = []
+        state: dict[str, int] = {}
+        if single and rank != 0:
+            meter.steps.extend({"gradient": 0} for _ in range(STEPS))
+        else:
+            trainer = Trainer(spec, rank, rank, meter)
+            strategy = trainer.strategy
+            if strategy.serves:
+                strategy.serve()
+                served, rounds = meter.end_step(), strategy.served_rounds()
+                meter.steps[:] = [{k: v / rounds for k, v in served.items()}] * STEPS
+            else:
+                # Each data shard its own batches (the shard, not the rank: a parameter
+                # server's worker 0 reads what a single rank reads).
+                shard = strategy.data_shard()[0]
+                generator = torch.Generator().manual_seed(100 + shard)
+                for _ in range(STEPS):
+                    inputs, targets = trainer.workload.synthetic_batch("tiny", 4, "cpu",
+                                                                       generator)
+                    inputs, targets = trainer.to_device(inputs, targets)
+                    losses.append(float(trainer.step(inputs, targets)))
+                    meter.end_step()
+                parameters = full_parameters(trainer)
+            state = strategy.state_bytes()
+            strategy.finish()  # a parameter server's workers say they are done
+        counted: list[list[dict[str, float]]] = [[] for _ in range(world)]
         dist.all_gather_object(counted, meter.steps)
         if rank == 0:
             report[entry] = {"parameters": parameters, "counted": counted, "losses": losses,
-                             "state_bytes": trainer.strategy.state_bytes()}
-        trainer.strategy.finish()
+                             "state_bytes": state}
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.barrier()

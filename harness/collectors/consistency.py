@@ -1,0 +1,53 @@
+"""What asynchronous strategies add (SPEC section 6): the staleness of applied updates, the
+servers' update rate, each worker's own throughput, and the share of its step a worker spent
+waiting on the servers."""
+from __future__ import annotations
+
+import statistics
+
+from harness.collectors.base import CollectContext, collector
+from harness.records.record import Metric
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@collector("staleness")
+def staleness(context: CollectContext) -> list[Metric]:
+    """Server version minus the version each applied gradient was computed at, every update
+    of every server (raw samples kept)."""
+    servers = [r for r in context.ranks if "staleness" in r.strategy_stats]
+    if not servers:
+        return []
+    samples = sorted(float(v) for r in servers for v in r.strategy_stats["staleness"])
+    found = []
+    if samples:
+        found.append(Metric("staleness", "versions", statistics.fmean(samples),
+                            higher_is_better=False, samples=samples,
+                            extra={"p50": _quantile(samples, 0.5),
+                                   "p99": _quantile(samples, 0.99), "max": samples[-1],
+                                   "aggregation": "mean over every applied gradient of "
+                                                  "every server"}))
+    rates = [float(r.strategy_stats.get("updates_per_s", 0.0)) for r in servers]
+    found.append(Metric("updates_per_s", "updates/s", statistics.fmean(rates),
+                        higher_is_better=True,
+                        extra={"per_server": rates, "updates": [r.strategy_stats.get("updates")
+                                                                for r in servers],
+                               "lost": [lost for r in servers
+                                        for lost in r.strategy_stats.get("lost", [])]}))
+    return found
+
+
+@collector("wait_fraction")
+def wait_fraction(context: CollectContext) -> list[Metric]:
+    """Per worker: seconds blocked fetching from the servers over its step time."""
+    workers = [r for r in context.ranks if r.role == "worker" and r.step_times
+               and any("wait" in step for step in r.phase_times)]
+    if not workers:
+        return []
+    shares = [sum(step.get("wait", 0.0) for step in r.phase_times) / sum(r.step_times)
+              for r in workers]
+    return [Metric("wait_fraction", "fraction", max(shares), higher_is_better=False,
+                   extra={"per_worker": shares,
+                          "aggregation": "max over workers of wait / step time"})]

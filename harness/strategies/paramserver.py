@@ -1,0 +1,244 @@
+"""The parameter server of ps-sync, ps-async, downpour, ssp and hybrid: its wire protocol over
+torch.distributed point-to-point, the server's loop, and the worker's side.
+
+Parameters are one flat vector, cut into K contiguous shards, one per server rank (DistBelief's
+sharded server). A worker talks to every server: a request header (4 int64 words: operation,
+the worker's step, the version its parameters were fetched at, and for a fetch the least
+version it may be answered with) on TAG_REQUEST, then for a push the gradient shard on
+TAG_GRADIENT; a fetch is answered with a reply header (the server's version) on TAG_REPLY and
+the shard on TAG_PARAMETERS. The server takes requests from any source (gloo and dtbench's MPI
+group both receive from any source), so it serves workers in the order they arrive.
+
+Two update rules:
+- "async": every pushed gradient is applied on arrival through the server's optimizer
+  (ps-async, downpour, hybrid's leaders); staleness = server version - version the gradient
+  was computed at.
+- "clock": gradients are summed per worker clock (its step), and clock c is applied as the
+  mean of its gradients once every live worker pushed it (ps-sync; ssp, whose workers may run
+  up to s clocks ahead of the slowest: a fetch asks for version >= step - s).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.strategies.meter import CommMeter
+
+PUSH, FETCH, DONE = 1, 2, 3
+TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS = 11, 12, 13, 14
+HEADER_WORDS = 4
+HEADER_BYTES = HEADER_WORDS * 8
+
+
+def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
+    """[lo, hi) of each server's shard of a flat vector of `numel` elements (sizes differ by
+    at most one)."""
+    base, extra = divmod(numel, servers)
+    bounds, lo = [], 0
+    for index in range(servers):
+        hi = lo + base + (1 if index < extra else 0)
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
+def _header(*words: float) -> torch.Tensor:
+    values = [int(w) for w in words] + [0] * (HEADER_WORDS - len(words))
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def _kind(meter: CommMeter | None, kind: str) -> Any:
+    import contextlib
+
+    return meter.kind(kind) if meter is not None else contextlib.nullcontext()
+
+
+@dataclass
+class ServerStats:
+    """What a server measured: staleness of each applied gradient, update times."""
+
+    staleness: list[int] = field(default_factory=list)
+    update_times: list[float] = field(default_factory=list)
+    pushes: int = 0
+    fetches: int = 0
+    lost: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Server:
+    """One server rank: its shard, its optimizer, and the loop that serves the workers."""
+
+    def __init__(self, shard: torch.Tensor, build_optimizer: Callable[[list[Any]], Any],
+                 clients: Sequence[int], rule: str, staleness: float = 0.0,
+                 meter: CommMeter | None = None, group: Any = None) -> None:
+        if rule not in ("async", "clock"):
+            raise ValueError(f"unknown update rule {rule!r}")
+        self.param = torch.nn.Parameter(shard.detach().clone())
+        self.optimizer = build_optimizer([self.param])
+        self.clients = list(clients)
+        self.rule = rule
+        self.bound = staleness
+        self.meter = meter
+        self.group = group
+        self.version = 0
+        self.stats = ServerStats()
+        self.steps_of: dict[int, int] = {c: 0 for c in self.clients}
+        self._done: set[int] = set()
+        self._pending: list[tuple[int, int]] = []       # (worker, least version) fetches
+        self._clock_sum: dict[int, torch.Tensor] = {}
+        self._clock_seen: dict[int, list[int]] = {}     # clock -> versions of its gradients
+        self._started = 0.0
+
+    # -- the loop -----------------------------------------------------------------------------
+    def serve(self, progress: Callable[[str, int, int], None] | None = None,
+              total_steps: int = 0) -> None:
+        """Answer requests until every client said it is done."""
+        self._started = time.perf_counter()
+        header = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        while len(self._done) < len(self.clients):
+            work = dist.irecv(header, src=None, tag=TAG_REQUEST, group=self.group)
+            work.wait()
+            source = int(work._source_rank())  # the sender's rank in the group
+            op, step, version_seen, least = (int(v) for v in header.tolist())
+            self.steps_of[source] = max(self.steps_of.get(source, 0), step)
+            if op == PUSH:
+                gradient = torch.empty_like(self.param.data)
+                dist.recv(gradient, src=source, tag=TAG_GRADIENT, group=self.group)
+                self._push(gradient, step, version_seen)
+            elif op == FETCH:
+                self._pending.append((source, least))
+            elif op == DONE:
+                self._done.add(source)
+                self._complete_clocks()
+            self._answer()
+            if progress is not None:
+                progress("serve", min(self.steps_of.values(), default=0), total_steps)
+
+    def _push(self, gradient: torch.Tensor, step: int, version_seen: int) -> None:
+        self.stats.pushes += 1
+        if self.rule == "async":
+            self._apply(gradient, [version_seen])
+            return
+        clock = step - 1  # a worker's push after its step-th step carries clock step-1
+        if clock in self._clock_sum:
+            self._clock_sum[clock] += gradient
+        else:
+            self._clock_sum[clock] = gradient
+        self._clock_seen.setdefault(clock, []).append(version_seen)
+        self._complete_clocks()
+
+    def _live(self) -> int:
+        return len(self.clients) - len(self._done)
+
+    def _complete_clocks(self) -> None:
+        """Apply clock `version` while every live worker pushed it (and any clock pushed only by
+        workers that have since finished)."""
+        while self.version in self._clock_sum:
+            seen = self._clock_seen[self.version]
+            if len(seen) < self._live():
+                return
+            gradient = self._clock_sum.pop(self.version) / len(seen)
+            self._apply(gradient, self._clock_seen.pop(self.version))
+
+    def _apply(self, gradient: torch.Tensor, versions_seen: list[int]) -> None:
+        self.stats.staleness.extend(self.version - v for v in versions_seen)
+        self.param.grad = gradient
+        self.optimizer.step()
+        self.param.grad = None
+        self.version += 1
+        self.stats.update_times.append(time.perf_counter() - self._started)
+
+    def _answer(self) -> None:
+        """Reply to every pending fetch whose least version the shard has reached."""
+        waiting = []
+        for worker, least in self._pending:
+            if self.version >= least or worker in self._done:
+                if worker not in self._done:
+                    with _kind(self.meter, "control"):
+                        dist.send(_header(self.version), dst=worker, tag=TAG_REPLY,
+                                  group=self.group)
+                    with _kind(self.meter, "parameter"):
+                        dist.send(self.param.data, dst=worker, tag=TAG_PARAMETERS,
+                                  group=self.group)
+                    self.stats.fetches += 1
+            else:
+                waiting.append((worker, least))
+        self._pending = waiting
+
+    def summary(self) -> dict[str, Any]:
+        """The server's statistics for the record."""
+        stale = sorted(self.stats.staleness)
+        elapsed = self.stats.update_times[-1] if self.stats.update_times else 0.0
+
+        def pick(q: float) -> float:
+            return float(stale[min(len(stale) - 1, int(q * len(stale)))]) if stale else 0.0
+
+        return {"staleness": stale, "staleness_mean": (sum(stale) / len(stale)) if stale
+                else 0.0, "staleness_p50": pick(0.5), "staleness_p99": pick(0.99),
+                "staleness_max": float(stale[-1]) if stale else 0.0,
+                "updates": self.version, "updates_per_s": self.version / elapsed
+                if elapsed > 0 else 0.0, "pushes": self.stats.pushes,
+                "fetches": self.stats.fetches, "worker_steps": dict(sorted(
+                    (str(k), v) for k, v in self.steps_of.items())),
+                "lost": self.stats.lost}
+
+    def rounds(self) -> float:
+        """Steps per worker served (the mean over clients): the server's bytes per round are
+        its bytes divided by this."""
+        return sum(self.steps_of.values()) / max(1, len(self.steps_of))
+
+
+class Client:
+    """A worker's side: fetch the shards into its flat parameters, push its gradient."""
+
+    def __init__(self, servers: Sequence[int], bounds: Sequence[tuple[int, int]],
+                 meter: CommMeter | None, group: Any = None) -> None:
+        self.servers = list(servers)
+        self.bounds = list(bounds)
+        self.meter = meter
+        self.group = group
+        self.version = 0
+        self.step = 0
+
+    def _request(self, server: int, op: int, least: int = 0) -> None:
+        with _kind(self.meter, "control"):
+            dist.send(_header(op, self.step, self.version, least), dst=server, tag=TAG_REQUEST,
+                      group=self.group)
+
+    def fetch(self, flat: torch.Tensor, least: int = 0) -> int:
+        """Fill `flat` with every server's shard (version >= least); returns the version."""
+        for server in self.servers:
+            self._request(server, FETCH, least)
+        reply = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        versions = []
+        for server, (lo, hi) in zip(self.servers, self.bounds):
+            dist.recv(reply, src=server, tag=TAG_REPLY, group=self.group)
+            versions.append(int(reply[0]))
+            shard = torch.empty(hi - lo, dtype=flat.dtype)
+            dist.recv(shard, src=server, tag=TAG_PARAMETERS, group=self.group)
+            flat[lo:hi].copy_(shard)
+        self.version = min(versions)
+        return self.version
+
+    def push(self, flat_gradient: torch.Tensor) -> None:
+        for server, (lo, hi) in zip(self.servers, self.bounds):
+            self._request(server, PUSH)
+            with _kind(self.meter, "gradient"):
+                dist.send(flat_gradient[lo:hi].contiguous(), dst=server, tag=TAG_GRADIENT,
+                          group=self.group)
+
+    def done(self) -> None:
+        for server in self.servers:
+            self._request(server, DONE)
+
+
+def least_version(step: int, staleness: float) -> int:
+    """The version a worker about to take step `step` (0-based) must see under bound s."""
+    if math.isinf(staleness):
+        return 0
+    return max(0, step - int(staleness))

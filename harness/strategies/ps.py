@@ -1,0 +1,259 @@
+"""Parameter-server strategies: ps-sync, ps-async, downpour (DistBelief) and ssp (stale
+synchronous parallel, Ho et al. 2013), over harness/strategies/paramserver.py.
+
+Ranks 0..W-1 are workers (rank 0 leads, as in every other strategy: it logs and evaluates),
+ranks W..n-1 the K servers (`servers=K`). A worker fetches the parameters, computes a gradient
+on its own data shard (clipped there: no server sees the whole gradient when K > 1), and
+pushes it; the servers update their shards. Workers never update their own parameters.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from harness.core.errors import UsageError
+from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Option, Strategy, backward, clip_gradients
+from harness.strategies.paramserver import (
+    HEADER_BYTES,
+    Client,
+    Server,
+    least_version,
+    shard_bounds,
+)
+
+SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",
+                 minimum=1)
+
+
+class ParameterServerStrategy(Strategy):
+    """Shared by the parameter-server family; subclasses choose the update rule and timing."""
+
+    family = "parameter server"
+    engine = ("torch.distributed point-to-point (send, any-source receive) over gloo or "
+              "dtbench's MPI process group")
+    replicas_agree = False
+    synchronous = False
+    rule: ClassVar[str] = "async"
+
+    # -------------------------------------------------------------- planning side
+    @classmethod
+    def servers(cls, spec: RunSpec) -> int:
+        return int(cls.option_value(spec, "servers"))
+
+    @classmethod
+    def workers(cls, spec: RunSpec) -> int:
+        return spec.world_size - cls.servers(spec)
+
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        super().check(spec)
+        if cls.servers(spec) >= spec.world_size:
+            raise UsageError(f"strategy {cls.name} with servers={cls.servers(spec)} needs more "
+                             f"ranks than servers (at least one worker); world size is "
+                             f"{spec.world_size}: use -n {cls.servers(spec) + 1} or more")
+
+    @classmethod
+    def replicas(cls, spec: RunSpec) -> int:
+        return cls.workers(spec)
+
+    @classmethod
+    def roles(cls, spec: RunSpec) -> list[str]:
+        return ["worker"] * cls.workers(spec) + ["server"] * cls.servers(spec)
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        return volumes.parameter_server(param_bytes, spec.world_size,
+                                        servers=cls.servers(spec),
+                                        push_every=cls.push_every(spec),
+                                        fetch_every=cls.fetch_every(spec),
+                                        header_bytes=HEADER_BYTES)
+
+    @classmethod
+    def push_every(cls, spec: RunSpec) -> int:
+        return 1
+
+    @classmethod
+    def fetch_every(cls, spec: RunSpec) -> int:
+        return 1
+
+    @classmethod
+    def bound(cls, spec: RunSpec) -> float:
+        """How many clocks a worker may run ahead of the slowest (inf: never waits)."""
+        return math.inf
+
+    # -------------------------------------------------------------- rank side
+    @property
+    def serves(self) -> bool:
+        return self.role == "server"
+
+    def server_optimizer(self, parameters: list[Any]) -> Any:
+        return self.recipe.build_optimizer(parameters)
+
+    def setup(self) -> None:
+        spec, place = self.spec, self.place
+        model = self.recipe.build_model()
+        # Flat views need the default layout (channels_last weights are not contiguous).
+        model = model.to(memory_format=torch.contiguous_format)
+        flat = parameters_to_vector(model.parameters()).detach()
+        workers, servers = self.workers(spec), self.servers(spec)
+        bounds = shard_bounds(flat.numel(), servers)
+        self.model = model
+        self._steps = 0
+        if self.serves:
+            lo, hi = bounds[place.rank - workers]
+            self.server = Server(flat[lo:hi], self.server_optimizer, range(workers), self.rule,
+                                 self.bound(spec), self.meter)
+            self.model = None
+            self._flat = flat[lo:hi]
+            return
+        self.client = Client(range(workers, workers + servers), bounds, self.meter)
+        self._flat = flat
+        self._accumulated: torch.Tensor | None = None
+
+    def data_shard(self) -> tuple[int, int]:
+        return min(self.place.rank, self.workers(self.spec) - 1), self.workers(self.spec)
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        recipe, clock, model, spec = self.recipe, self.clock, self.model, self.spec
+        assert model is not None and not self.serves
+        step = self._steps
+        if step % self.fetch_every(spec) == 0:
+            with clock.phase("wait"):
+                self.client.step = step
+                self.client.fetch(self._flat, least_version(step, self.bound(spec)))
+                vector_to_parameters(self._flat, model.parameters())
+        for parameter in model.parameters():
+            parameter.grad = None
+        with clock.phase("forward"), recipe.autocast():
+            loss = recipe.loss(model(inputs), targets)
+        with clock.phase("backward"):
+            backward(loss, recipe.scaler)
+            clip_gradients(model, recipe.grad_clip)
+        gradient = parameters_to_vector(
+            p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters())
+        self._accumulated = gradient if self._accumulated is None \
+            else self._accumulated + gradient
+        self._steps = step + 1
+        if self._steps % self.push_every(spec) == 0:
+            with clock.phase("exchange"):
+                self.client.step = self._steps
+                self.client.push(self._accumulated)
+            self._accumulated = None
+        clock.end_step()
+        return loss.detach()
+
+    def serve(self, progress: Any = None, total_steps: int = 0) -> None:
+        self.server.serve(progress, total_steps)
+
+    def served_rounds(self) -> float:
+        return self.server.rounds()
+
+    def eval_model(self) -> nn.Module:
+        if self.model is None:  # a server holds a shard, not a model
+            raise RuntimeError("a parameter server rank has no model to evaluate")
+        return self.model
+
+    def state_bytes(self) -> dict[str, int]:
+        if self.serves:
+            from harness.strategies.base import tensor_bytes
+
+            holder = nn.Module()
+            holder.shard = self.server.param
+            return tensor_bytes(holder, self.server.optimizer)
+        assert self.model is not None
+        return {"parameters": sum(p.numel() * p.element_size() for p in self.model.parameters()),
+                "gradients": sum(p.grad.numel() * p.grad.element_size()
+                                 for p in self.model.parameters() if p.grad is not None),
+                "optimizer": 0}
+
+    def step_stats(self) -> dict[str, Any]:
+        if self.serves:
+            return self.server.summary()
+        return {"steps": self._steps, "fetched_version": self.client.version}
+
+    def finish(self) -> None:
+        if not self.serves and hasattr(self, "client"):
+            self.client.done()
+
+
+@STRATEGIES.register("ps-async")
+class PSAsync(ParameterServerStrategy):
+    """Asynchronous: each gradient applied on arrival, then the worker fetches."""
+
+    name = "ps-async"
+    summary = "parameter server, asynchronous: gradients applied on arrival"
+    options: ClassVar[tuple[Option, ...]] = (SERVERS,)
+
+
+@STRATEGIES.register("ps-sync")
+class PSSync(ParameterServerStrategy):
+    """Synchronous: the mean of every worker's gradient, one update per step."""
+
+    name = "ps-sync"
+    summary = "parameter server, synchronous: all workers' gradients averaged per step"
+    options: ClassVar[tuple[Option, ...]] = (SERVERS,)
+    synchronous = True
+    rule = "clock"
+
+    @classmethod
+    def bound(cls, spec: RunSpec) -> float:
+        return 0.0
+
+
+@STRATEGIES.register("ssp")
+class SSP(ParameterServerStrategy):
+    """Stale synchronous parallel: a worker waits only when more than s clocks ahead."""
+
+    name = "ssp"
+    summary = "stale synchronous parallel: workers at most s clocks ahead of the slowest"
+    options: ClassVar[tuple[Option, ...]] = (
+        SERVERS,
+        Option("staleness", float, None, "the bound s (clocks; inf never waits); required",
+               minimum=0, aliases=("s",)),
+    )
+    rule = "clock"
+
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        if cls.option_value(spec, "staleness") is None:
+            raise UsageError("strategy ssp needs its staleness bound: --strategy-opt s=N "
+                             "(0 is ps-sync, inf never waits)")
+        super().check(spec)
+
+    @classmethod
+    def bound(cls, spec: RunSpec) -> float:
+        return float(cls.option_value(spec, "staleness"))
+
+
+@STRATEGIES.register("downpour")
+class Downpour(ParameterServerStrategy):
+    """DistBelief's Downpour SGD: fetch every n_fetch steps, push every n_push steps."""
+
+    name = "downpour"
+    summary = "Downpour SGD: fetch every n_fetch, push accumulated gradients every n_push"
+    options: ClassVar[tuple[Option, ...]] = (
+        SERVERS,
+        Option("n_fetch", int, 1, "steps between parameter fetches", minimum=1),
+        Option("n_push", int, 1, "steps between gradient pushes (accumulated)", minimum=1),
+        Option("adagrad", bool, False, "servers apply updates with Adagrad (DistBelief)"),
+    )
+
+    @classmethod
+    def push_every(cls, spec: RunSpec) -> int:
+        return int(cls.option_value(spec, "n_push"))
+
+    @classmethod
+    def fetch_every(cls, spec: RunSpec) -> int:
+        return int(cls.option_value(spec, "n_fetch"))
+
+    def server_optimizer(self, parameters: list[Any]) -> Any:
+        if self.option_value(self.spec, "adagrad"):
+            return torch.optim.Adagrad(parameters, lr=self.recipe.optimizer_kwargs.get(
+                "lr", 0.01))
+        return super().server_optimizer(parameters)

@@ -1,0 +1,88 @@
+"""The parameter-server family, gossip, hybrid and HOGWILD! over real ranks (SPEC section 9):
+the equivalences the issue names (ps-sync with one worker = single-rank training; ssp with
+s=0 = ps-sync; downpour with n_fetch = n_push = 1 = ps-async), bytes counted where they are
+sent against the analytic volumes, and runs through `dtbench run` with the records' roles,
+staleness and wait fractions."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed.test_strategies import (
+    TINY,
+    dtbench,
+    expected,
+    mean_counted,
+    records,
+    requires_mpi,
+    run_check,
+)
+
+
+def test_one_worker_ps_sync_is_single_rank_training_and_downpour_1_1_is_ps_async(
+        tmp_path: Path) -> None:
+    report = run_check(tmp_path, "hep_cnn", ["single", "ps-sync", "ps-async",
+                                             "downpour:n_fetch=1,n_push=1", "ssp:s=0"])
+    single = report["single"]["losses"]
+    assert len(single) == 3 and single[0] != single[-1]
+    np.testing.assert_allclose(report["ps-sync"]["losses"], single, rtol=1e-5)
+    np.testing.assert_allclose(report["ssp:s=0"]["losses"], single, rtol=1e-5)
+    assert report["downpour:n_fetch=1,n_push=1"]["losses"] == report["ps-async"]["losses"]
+
+
+def test_two_workers_ssp_s0_is_ps_sync_and_bytes_match_the_volumes(tmp_path: Path) -> None:
+    entries = ["ps-sync", "ssp:s=0", "ps-async", "downpour:n_fetch=3,n_push=3"]
+    report = run_check(tmp_path, "lstm", entries, world=3)
+    assert report["ssp:s=0"]["losses"] == report["ps-sync"]["losses"]
+    for entry in entries:
+        name, _, text = entry.partition(":")
+        options = dict(pair.split("=") for pair in text.split(",") if pair)
+        counted = mean_counted(report[entry]["counted"])
+        analytic = expected(name, "lstm", 3, **options)
+        for kind in ("gradient", "parameter", "control"):
+            assert counted[kind] == pytest.approx(analytic[kind], rel=0.05, abs=8), \
+                (entry, kind, counted, analytic)
+
+
+def test_servers_are_the_last_ranks_and_the_record_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    result = dtbench("run", "-w", "hep_cnn", "-n", "3", "--strategy", "ps-async",
+                     "--strategy-opt", "servers=1", *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (record,) = records(out)
+    metrics = {m["name"]: m for m in record["metrics"]}
+    assert metrics["comm_bytes"]["roles"] == ["worker", "worker", "server"]
+    assert len(metrics["staleness"]["samples"]) == metrics["updates_per_s"]["updates"][0]
+    assert len(metrics["wait_fraction"]["per_worker"]) == 2
+    assert record["spec"]["global_batch"] == 2 * record["spec"]["batch_per_rank"]
+
+
+@pytest.mark.parametrize(("strategy", "options"), [
+    ("ps-sync", ("servers=1",)), ("ssp", ("servers=1",)),
+    ("downpour", ("n_push=0",)), ("ps-async", ("servers=3",))])
+def test_bad_options_exit_2_with_one_line_and_write_nothing(tmp_path: Path, strategy: str,
+                                                            options: tuple[str, ...]) -> None:
+    out = tmp_path / "store"
+    args = [arg for option in options for arg in ("--strategy-opt", option)]
+    result = dtbench("run", "-w", "lstm", "-n", "3" if strategy != "ps-sync" else "1",
+                     "--strategy", strategy, *args, *TINY, "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert not out.exists() or not any(out.glob("*.json"))
+
+
+@requires_mpi
+def test_ps_async_over_mpi_counts_the_same_bytes(tmp_path: Path) -> None:
+    out = tmp_path / "store"
+    result = dtbench("run", "-w", "lstm", "-n", "3", "--comm", "mpi", "--strategy",
+                     "ps-async", *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (record,) = records(out)
+    metrics = {m["name"]: m for m in record["metrics"]}
+    for kind in ("gradient", "parameter"):
+        found = metrics[f"comm_bytes_{kind}"]
+        assert found["value"] == pytest.approx(found["expected"], rel=0.01)
+    assert json.dumps(record["spec"]["comm"]) == '"mpi"'
