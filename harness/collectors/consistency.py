@@ -42,7 +42,7 @@ def staleness(context: CollectContext) -> list[Metric]:
 @collector("wait_fraction")
 def wait_fraction(context: CollectContext) -> list[Metric]:
     """Per worker: seconds blocked fetching from the servers over its step time."""
-    workers = [r for r in context.ranks if r.role == "worker" and r.step_times
+    workers = [r for r in context.ranks if r.role != "server" and r.step_times
                and any("wait" in step for step in r.phase_times)]
     if not workers:
         return []

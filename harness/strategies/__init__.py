@@ -1,7 +1,16 @@
 """Strategies: how a run is distributed (SPEC section 9); importing registers them all."""
 from __future__ import annotations
 
-from harness.strategies import ddp, fsdp, localsgd, ps, zero1  # noqa: F401  (registration)
+from harness.strategies import (  # noqa: F401  (registration)
+    ddp,
+    fsdp,
+    gossip,
+    hogwild,
+    hybrid,
+    localsgd,
+    ps,
+    zero1,
+)
 from harness.strategies.base import STRATEGIES, Strategy
 
 __all__ = ["STRATEGIES", "Strategy"]

@@ -86,3 +86,41 @@ def test_ps_async_over_mpi_counts_the_same_bytes(tmp_path: Path) -> None:
         found = metrics[f"comm_bytes_{kind}"]
         assert found["value"] == pytest.approx(found["expected"], rel=0.01)
     assert json.dumps(record["spec"]["comm"]) == '"mpi"'
+
+
+def test_gossip_at_two_ranks_is_local_sgd_every_step_and_hogwild_shares_one_model(
+        tmp_path: Path) -> None:
+    report = run_check(tmp_path, "hep_cnn", ["gossip", "localsgd:period=1", "hogwild"])
+    np.testing.assert_allclose(report["gossip"]["losses"],
+                               report["localsgd:period=1"]["losses"], rtol=1e-5)
+    assert mean_counted(report["gossip"]["counted"])["parameter"] == pytest.approx(
+        expected("gossip", "hep_cnn", 2)["parameter"], rel=0.01)
+    assert sum(mean_counted(report["hogwild"]["counted"]).values()) == 0
+    # One model in shared memory: rank 1 holds no parameters of its own.
+    assert report["hogwild"]["state_bytes"]["parameters"] > 0
+
+
+def test_hybrid_with_one_group_is_ddp_and_its_bytes_match(tmp_path: Path) -> None:
+    reference = run_check(tmp_path / "ddp", "hep_cnn", ["ddp"], world=2)
+    report = run_check(tmp_path / "hybrid", "hep_cnn", ["hybrid:groups=1", "gossip"], world=3)
+    np.testing.assert_allclose(report["hybrid:groups=1"]["losses"],
+                               reference["ddp"]["losses"], rtol=1e-5)
+    for entry, name, options in (("hybrid:groups=1", "hybrid", {"groups": 1}),
+                                 ("gossip", "gossip", {})):
+        counted = mean_counted(report[entry]["counted"])
+        analytic = expected(name, "hep_cnn", 3, **options)
+        for kind in ("gradient", "parameter", "control"):
+            assert counted[kind] == pytest.approx(analytic[kind], rel=0.05, abs=8), \
+                (entry, kind, counted, analytic)
+
+
+@pytest.mark.parametrize("args", [
+    ("--strategy", "hybrid", "--strategy-opt", "groups=2", "-n", "4"),
+    ("--strategy", "hogwild", "-n", "2", "--launcher", "torchrun"),
+    ("--strategy", "hogwild", "-n", "1", "--nnodes", "2", "--launcher", "torchrun",
+     "--master-addr", "127.0.0.1")])
+def test_hybrid_and_hogwild_refuse_what_they_cannot_run(tmp_path: Path,
+                                                        args: tuple[str, ...]) -> None:
+    result = dtbench("run", "-w", "lstm", *args, *TINY, "--out", str(tmp_path / "store"))
+    assert result.returncode == 2, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

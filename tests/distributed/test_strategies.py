@@ -37,6 +37,7 @@ def free_port() -> int:
 
 def run_check(tmp_path: Path, workload: str, entries: list[str], comm: str = "gloo",
               world: int = 2) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / f"{workload}-{comm}.json"
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(world), "CHECK_COMM": comm, "OMP_NUM_THREADS": "1"}

@@ -1,0 +1,69 @@
+"""gossip: decentralized SGD without a server (D-PSGD, Lian et al. 2017; Deep500's
+ConsistentNeighbors): each rank steps on its own gradient, then averages its parameters with
+its ring neighbours' (rank-1 and rank+1), every step."""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Strategy, broadcast_from_first
+from harness.strategies.steps import data_parallel_step
+
+
+def ring_neighbours(rank: int, world_size: int) -> list[int]:
+    """The distinct ranks next to `rank` on a ring (one when there are two ranks)."""
+    return sorted({(rank - 1) % world_size, (rank + 1) % world_size} - {rank})
+
+
+@STRATEGIES.register("gossip")
+class Gossip(Strategy):
+    """Decentralized: parameters mixed with the ring neighbours after each step."""
+
+    name = "gossip"
+    summary = "gossip SGD: each rank averages parameters with its ring neighbours every step"
+    family = "decentralized"
+    engine = "torch.distributed isend/irecv between ring neighbours"
+    replicas_agree = False  # neighbours agree only in the limit
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        return volumes.gossip(param_bytes, spec.world_size)
+
+    def setup(self) -> None:
+        model = self.recipe.build_model().to(memory_format=torch.contiguous_format)
+        if self.spec.distributed:
+            broadcast_from_first(model)
+        self.model = model
+        self.optimizer = self.recipe.build_optimizer(model.parameters())
+        self.peers = ring_neighbours(self.place.rank, self.spec.world_size)
+
+    def _mix(self) -> None:
+        assert self.model is not None
+        if not self.peers:
+            return
+        parameters = list(self.model.parameters())
+        flat = torch.cat([p.detach().reshape(-1) for p in parameters])
+        received = [torch.empty_like(flat) for _ in self.peers]
+        with self.meter.kind("parameter") if self.meter is not None else _nothing():
+            works = [dist.isend(flat, peer) for peer in self.peers]
+            works += [dist.irecv(buffer, peer) for buffer, peer in zip(received, self.peers)]
+            for work in works:
+                work.wait()
+        mixed = (flat + sum(received)) / (1 + len(self.peers))
+        offset = 0
+        with torch.no_grad():
+            for parameter in parameters:
+                count = parameter.numel()
+                parameter.copy_(mixed[offset:offset + count].view_as(parameter))
+                offset += count
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return data_parallel_step(self, inputs, targets, after_step=self._mix)
+
+
+def _nothing():  # type: ignore[no-untyped-def]
+    import contextlib
+
+    return contextlib.nullcontext()
