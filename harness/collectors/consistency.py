@@ -27,15 +27,20 @@ def staleness(context: CollectContext) -> list[Metric]:
                             higher_is_better=False, samples=samples,
                             extra={"p50": _quantile(samples, 0.5),
                                    "p99": _quantile(samples, 0.99), "max": samples[-1],
+                                   "by_worker": servers[0].strategy_stats.get(
+                                       "staleness_by_worker", {}),
                                    "aggregation": "mean over every applied gradient of "
                                                   "every server"}))
+    lost = [entry for r in servers[:1] for entry in r.strategy_stats.get("lost", [])]
+    if lost:
+        found.append(Metric("lost_workers", "workers", float(len(lost)), higher_is_better=False,
+                            extra={"lost": lost, "note": "workers that died mid-run; the "
+                                   "others finished the run without them"}))
     rates = [float(r.strategy_stats.get("updates_per_s", 0.0)) for r in servers]
     found.append(Metric("updates_per_s", "updates/s", statistics.fmean(rates),
                         higher_is_better=True,
                         extra={"per_server": rates, "updates": [r.strategy_stats.get("updates")
-                                                                for r in servers],
-                               "lost": [lost for r in servers
-                                        for lost in r.strategy_stats.get("lost", [])]}))
+                                                                for r in servers]}))
     return found
 
 

@@ -54,7 +54,12 @@ def _serve(trainer: Trainer, result: RankResult, total_steps: int,
     reported per round of worker steps, so they compare with the analytic volume."""
     strategy = trainer.strategy
     started = time.perf_counter()
-    strategy.serve(progress, total_steps)
+
+    def served(phase: str, done: int, total: int) -> None:
+        inject_fault(trainer.rank, done)  # DTBENCH_FAULT=kill:SERVER:STEP, by workers' steps
+        progress(phase, done, total)
+
+    strategy.serve(served, total_steps)
     result.time_to_train = None
     if trainer.meter is not None:
         served = trainer.meter.end_step()

@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.rank.environment import RankReporter, gather_results, identity_from_env, init_comm
     from harness.rank.loops import run_throughput, run_time_to_train
     from harness.strategies.meter import CommMeter
+    from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
 
     run_dir = Path(args.run_dir)
     # Ranks on other hosts may not see node 0's run directory: the spec also travels in the
@@ -48,10 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     who = identity_from_env()
     reporter = RankReporter(run_dir, who)
     code = 0
+    tolerant = False
     try:
         if who.world_size != spec.world_size:
             raise RunFailed(f"launcher started {who.world_size} ranks, spec asks for "
                             f"{spec.world_size}")
+        tolerant = tolerates_loss(spec)
+        if tolerant:
+            os.environ[LOST_DIR_VAR] = str(run_dir)  # where the servers learn of lost workers
         meter = CommMeter() if spec.kind == "train" else None
         init_comm(spec, who, args.timeout, meter)
         reporter.heartbeat("init", 0, 0, force=True)
@@ -76,12 +81,18 @@ def main(argv: list[str] | None = None) -> int:
             from harness.records.fingerprint import machine_info, node_summary
 
             result_dict["node"] = node_summary(machine_info())
-        gathered = gather_results(result_dict) or [result_dict]
-        if who.rank == 0:
-            write_atomic(run_dir / "result.json", json.dumps(gathered))
-        reporter.finish("success")
-        if dist.is_initialized():
-            dist.barrier()  # nobody tears the group down while a peer still uses it
+        if tolerant:
+            # A lost worker cannot join a gather: each rank leaves its own result, and the
+            # supervisor assembles them.
+            write_atomic(run_dir / f"result-{who.rank}.json", json.dumps(result_dict))
+            reporter.finish("success")
+        else:
+            gathered = gather_results(result_dict) or [result_dict]
+            if who.rank == 0:
+                write_atomic(run_dir / "result.json", json.dumps(gathered))
+            reporter.finish("success")
+            if dist.is_initialized():
+                dist.barrier()  # nobody tears the group down while a peer still uses it
     except Exception as exc:  # noqa: BLE001 - reported to the launching process
         status, reason = status_of(exc)
         reporter.finish(status, one_line(reason))
@@ -89,6 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc(file=sys.stderr)
         code = RANK_SKIPPED if status == "skipped" else 1
     finally:
+        if tolerant:
+            # A server's receiving thread may still wait on a lost worker, and tearing the
+            # group down would wait with it: the results are written, so leave now.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()

@@ -43,6 +43,7 @@ class Trainer:
                              strategy=spec.strategy, role=self.strategy.role)
         self.straggler_factor = (spec.straggler[1] if spec.straggler
                                  and spec.straggler[0] == rank else 1.0)
+        self.strategy.straggler_factor = self.straggler_factor
 
     def _recipe(self) -> Recipe:
         from backends.ipex import ipex_availability, ipex_optimize
@@ -89,17 +90,20 @@ class Trainer:
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """One step of the strategy; returns the detached loss without forcing a device sync.
-        A straggler (--straggler RANK:FACTOR) then idles (FACTOR-1) times the step's compute."""
+        A straggler (--straggler RANK:FACTOR) idles (FACTOR-1) times the step's compute: inside
+        the step where the strategy places it (Strategy.straggle), else after it."""
         started = time.perf_counter()
         loss = self.strategy.step(inputs, targets)
-        if self.straggler_factor > 1.0:
-            phases = self.strategy.clock.steps[-1] if self.strategy.clock.steps else {}
+        steps = self.strategy.clock.steps
+        if self.straggler_factor > 1.0 and not (steps and "straggler_delay" in steps[-1]):
+            phases = steps[-1] if steps else {}
             compute = sum(phases.get(name, 0.0) for name in ("forward", "backward",
                                                              "optimizer")) \
                 or time.perf_counter() - started
             delay = (self.straggler_factor - 1.0) * compute
             time.sleep(delay)
-            self.strategy.clock.steps[-1]["straggler_delay"] = delay
+            if steps:
+                steps[-1]["straggler_delay"] = delay
         return loss
 
     def data_shard(self) -> tuple[int, int]:

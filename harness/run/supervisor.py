@@ -25,6 +25,7 @@ import psutil
 
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
+from harness.run.losses import LossBook
 
 POLL_S = 0.2
 GRACE_S = 10.0
@@ -148,6 +149,7 @@ class Supervisor:
         self.run_dir = Path(tempfile.mkdtemp(prefix=f"dtbench-{run_id}-"))
         self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self.started = 0.0
+        self.losses = LossBook(spec, self.run_dir)
 
     def run(self) -> list[dict[str, Any]] | None:
         """Every rank's result (on node 0); None on other nodes, which write no record."""
@@ -262,6 +264,9 @@ class Supervisor:
             running = [p for p, _ in self.procs if p.poll() is None]
             for proc, rank in self.procs:
                 code = proc.returncode
+                if code not in (None, 0) and rank is not None and self.losses.absorb(
+                        rank, states.get(rank), f"exit {code}"):
+                    continue  # a worker the strategy can lose
                 if code is not None and code < 0 and rank is not None:
                     # A peer aborted or stopped by a signal is more likely a consequence
                     # than a rank that reported its own error (priority 1).
@@ -279,7 +284,8 @@ class Supervisor:
                         and not psutil.pid_exists(state.pid):
                     note(vanished_priority, f"rank {rank}", f"rank {rank} died (process "
                          f"{state.pid} vanished during {state.phase})")
-                if state.status == "failed":
+                if state.status == "failed" and not self.losses.absorb(rank, state,
+                                                                        state.error or ""):
                     note(1, f"rank {rank} status", f"rank {rank}: {state.error}", state.ended)
             hung = self._hung_rank(states)
             if hung is not None:
@@ -315,11 +321,13 @@ class Supervisor:
         """Every rank of this node reported success (and node 0 has the result): an abort
         while tearing the process group down afterwards does not undo the measurement."""
         states = self._states()
-        local = [r for r in self._local_ranks() if r in states or self.spec.launcher == "local"]
+        local = [r for r in self._local_ranks() if (r in states or self.spec.launcher == "local")
+                 and r not in self.losses.lost]
         if not local or any(states.get(r) is None or states[r].status != "success"
                             for r in local):
             return False
-        return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists()
+        return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists() \
+            or self.losses.active
 
     def _launcher_reports_kills(self) -> bool:
         """Whether launcher_kills can read this launcher's failure report."""
@@ -357,7 +365,7 @@ class Supervisor:
             if time.monotonic() - self.started > timeout:
                 return f"no rank started within {timeout:.0f} s"
             return None
-        waiting = [s for s in states.values() if s.status is None]
+        waiting = [s for s in states.values() if s.status is None and s.rank not in self.losses.lost]
         if not waiting:
             return None
         stalest = min(waiting, key=lambda s: (s.beat, s.done))
@@ -367,6 +375,9 @@ class Supervisor:
         return None
 
     def _results(self) -> list[dict[str, Any]] | None:
+        assembled = self.losses.results()
+        if assembled is not None:
+            return assembled
         path = self.run_dir / "result.json"
         if not path.exists():
             if 0 not in self._local_ranks():

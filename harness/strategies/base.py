@@ -133,6 +133,8 @@ class Strategy(ABC):
     replicas_agree: ClassVar[bool] = True
     # Ranks wait for each other every step (a dead rank fails the run).
     synchronous: ClassVar[bool] = True
+    # A worker may die without failing the run (under the local launcher).
+    tolerates_worker_loss: ClassVar[bool] = False
     # Communication backends it can run on (with several ranks).
     comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
     launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
@@ -205,12 +207,26 @@ class Strategy(ABC):
         self.recipe = recipe
         self.meter = meter
         self.clock = PhaseClock()
+        self.straggler_factor = 1.0  # --straggler: set by the rank's trainer
         self.model: nn.Module | None = None
         self.optimizer: Any = None
 
     @property
     def role(self) -> str:
         return self.roles(self.spec)[self.place.rank]
+
+    def straggle(self) -> None:
+        """With --straggler on this rank: idle (FACTOR-1) times this step's compute so far,
+        after the backward pass and before the exchange (where a slow worker's lateness
+        shows: its gradient is late, and for a parameter server, stale)."""
+        factor = self.straggler_factor
+        if factor <= 1.0:
+            return
+        current = self.clock._current
+        compute = current.get("forward", 0.0) + current.get("backward", 0.0)
+        delay = (factor - 1.0) * compute
+        time.sleep(delay)
+        self.clock.add("straggler_delay", delay)
 
     @property
     def serves(self) -> bool:

@@ -23,6 +23,7 @@ class Hybrid(ParameterServerStrategy):
     """Groups synchronous inside, asynchronous across (through the parameter servers)."""
 
     name = "hybrid"
+    tolerates_worker_loss = True  # a group that loses a member is dropped
     summary = "groups allreduce inside every step; group leaders update the servers " \
               "asynchronously (Kurth et al. 2017)"
     family = "hybrid: synchronous groups, asynchronous across"
@@ -112,6 +113,7 @@ class Hybrid(ParameterServerStrategy):
             loss = recipe.loss(model(inputs), targets)
         with clock.phase("backward"):
             backward(loss, recipe.scaler)
+        self.straggle()
         parameters = list(model.parameters())
         gradient = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
                               .reshape(-1) for p in parameters])

@@ -19,10 +19,15 @@ Two update rules:
 """
 from __future__ import annotations
 
+import json
 import math
+import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +39,32 @@ PUSH, FETCH, DONE = 1, 2, 3
 TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS = 11, 12, 13, 14
 HEADER_WORDS = 4
 HEADER_BYTES = HEADER_WORDS * 8
+# Set on the ranks of a run that tolerates lost workers: the run directory, where the
+# supervisor leaves lost-RANK.json for each worker it saw die.
+LOST_DIR_VAR = "DTBENCH_LOST_DIR"
+LOST_CHECK_S = 0.2
+
+
+def tolerates_loss(spec: Any) -> bool:
+    """Whether a worker of this run may die without failing it: a strategy that tolerates it
+    (ps-async, downpour, ssp, hybrid), under the local launcher, whose supervisor sees every
+    rank (torchrun, mpirun and srun end the whole job when one rank dies)."""
+    if getattr(spec, "kind", "train") != "train" or spec.launcher != "local":
+        return False
+    from harness.strategies.base import STRATEGIES
+
+    return bool(getattr(STRATEGIES.get(spec.strategy), "tolerates_worker_loss", False))
+
+
+def lost_workers(run_dir: Path) -> list[dict[str, Any]]:
+    """The workers the supervisor booked as lost so far."""
+    found = []
+    for path in run_dir.glob("lost-*.json"):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
@@ -64,6 +95,7 @@ class ServerStats:
     """What a server measured: staleness of each applied gradient, update times."""
 
     staleness: list[int] = field(default_factory=list)
+    by_worker: dict[int, list[int]] = field(default_factory=dict)  # in the order applied
     update_times: list[float] = field(default_factory=list)
     pushes: int = 0
     fetches: int = 0
@@ -91,45 +123,100 @@ class Server:
         self._done: set[int] = set()
         self._pending: list[tuple[int, int]] = []       # (worker, least version) fetches
         self._clock_sum: dict[int, torch.Tensor] = {}
-        self._clock_seen: dict[int, list[int]] = {}     # clock -> versions of its gradients
+        # clock -> (worker, version its gradient was computed at) of each gradient summed
+        self._clock_seen: dict[int, list[tuple[int, int]]] = {}
         self._started = 0.0
 
     # -- the loop -----------------------------------------------------------------------------
     def serve(self, progress: Callable[[str, int, int], None] | None = None,
               total_steps: int = 0) -> None:
-        """Answer requests until every client said it is done."""
+        """Answer requests until every client said it is done (or, in a run that tolerates
+        lost workers, was lost)."""
         self._started = time.perf_counter()
-        header = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        watch = os.environ.get(LOST_DIR_VAR)
+        if watch is None:
+            while len(self._done) < len(self.clients):
+                self._handle(*self._receive())
+                if progress is not None:
+                    progress("serve", min(self.steps_of.values(), default=0), total_steps)
+            return
+        # gloo's receive cannot be polled (is_completed stays false until wait) nor timed out
+        # (a timeout closes the pair): a thread blocks on it, and this one also watches the
+        # run directory for workers the supervisor saw die.
+        arrivals: queue.Queue[Any] = queue.Queue()
+        threading.Thread(target=self._receive_forever, args=(arrivals,), daemon=True,
+                         name="dtbench-ps-receive").start()
         while len(self._done) < len(self.clients):
-            work = dist.irecv(header, src=None, tag=TAG_REQUEST, group=self.group)
-            work.wait()
-            source = int(work._source_rank())  # the sender's rank in the group
-            op, step, version_seen, least = (int(v) for v in header.tolist())
-            self.steps_of[source] = max(self.steps_of.get(source, 0), step)
-            if op == PUSH:
-                gradient = torch.empty_like(self.param.data)
-                dist.recv(gradient, src=source, tag=TAG_GRADIENT, group=self.group)
-                self._push(gradient, step, version_seen)
-            elif op == FETCH:
-                self._pending.append((source, least))
-            elif op == DONE:
-                self._done.add(source)
-                self._complete_clocks()
-            self._answer()
-            if progress is not None:
-                progress("serve", min(self.steps_of.values(), default=0), total_steps)
+            try:
+                item = arrivals.get(timeout=LOST_CHECK_S)
+            except queue.Empty:
+                item = None
+            if isinstance(item, BaseException):
+                raise item
+            if item is not None:
+                self._handle(*item)
+                if progress is not None:
+                    progress("serve", min(self.steps_of.values(), default=0), total_steps)
+            for entry in lost_workers(Path(watch)):
+                self._lose(int(entry["rank"]), entry)
 
-    def _push(self, gradient: torch.Tensor, step: int, version_seen: int) -> None:
+    def _receive(self) -> tuple[int, list[int], torch.Tensor | None]:
+        """The next request from any worker, with its gradient for a push."""
+        header = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        work = dist.irecv(header, src=None, tag=TAG_REQUEST, group=self.group)
+        work.wait()
+        source = int(work._source_rank())  # the sender's rank in the group
+        words = [int(v) for v in header.tolist()]
+        gradient = None
+        if words[0] == PUSH:
+            gradient = torch.empty_like(self.param.data)
+            dist.recv(gradient, src=source, tag=TAG_GRADIENT, group=self.group)
+        return source, words, gradient
+
+    def _receive_forever(self, arrivals: queue.Queue[Any]) -> None:
+        try:
+            while True:
+                arrivals.put(self._receive())
+        except BaseException as exc:  # noqa: BLE001 - handed to the serving thread
+            arrivals.put(exc)
+
+    def _handle(self, source: int, words: list[int], gradient: torch.Tensor | None) -> None:
+        if source in self._done:
+            return  # a late message of a worker already booked as lost
+        op, step, version_seen, least = words
+        self.steps_of[source] = max(self.steps_of.get(source, 0), step)
+        if op == PUSH and gradient is not None:
+            self._push(source, gradient, step, version_seen)
+        elif op == FETCH:
+            self._pending.append((source, least))
+        elif op == DONE:
+            self._done.add(source)
+            self._complete_clocks()
+        self._answer()
+
+    def _lose(self, worker: int, entry: dict[str, Any]) -> None:
+        """A worker died: it no longer counts toward a clock, and nobody waits for it."""
+        if worker not in self.clients or worker in self._done:
+            return
+        self._done.add(worker)
+        self.stats.lost.append({"rank": worker, "steps_pushed": self.steps_of.get(worker, 0),
+                                "last_heartbeat_step": entry.get("steps"),
+                                "lost_at_s": time.perf_counter() - self._started,
+                                "reason": entry.get("reason")})
+        self._complete_clocks()
+        self._answer()
+
+    def _push(self, source: int, gradient: torch.Tensor, step: int, version_seen: int) -> None:
         self.stats.pushes += 1
         if self.rule == "async":
-            self._apply(gradient, [version_seen])
+            self._apply(gradient, [version_seen], [source])
             return
         clock = step - 1  # a worker's push after its step-th step carries clock step-1
         if clock in self._clock_sum:
             self._clock_sum[clock] += gradient
         else:
             self._clock_sum[clock] = gradient
-        self._clock_seen.setdefault(clock, []).append(version_seen)
+        self._clock_seen.setdefault(clock, []).append((source, version_seen))
         self._complete_clocks()
 
     def _live(self) -> int:
@@ -143,10 +230,14 @@ class Server:
             if len(seen) < self._live():
                 return
             gradient = self._clock_sum.pop(self.version) / len(seen)
-            self._apply(gradient, self._clock_seen.pop(self.version))
+            pairs = self._clock_seen.pop(self.version)
+            self._apply(gradient, [v for _, v in pairs], [w for w, _ in pairs])
 
-    def _apply(self, gradient: torch.Tensor, versions_seen: list[int]) -> None:
+    def _apply(self, gradient: torch.Tensor, versions_seen: list[int],
+               sources: list[int]) -> None:
         self.stats.staleness.extend(self.version - v for v in versions_seen)
+        for source, seen in zip(sources, versions_seen):
+            self.stats.by_worker.setdefault(source, []).append(self.version - seen)
         self.param.grad = gradient
         self.optimizer.step()
         self.param.grad = None
@@ -181,6 +272,8 @@ class Server:
         return {"staleness": stale, "staleness_mean": (sum(stale) / len(stale)) if stale
                 else 0.0, "staleness_p50": pick(0.5), "staleness_p99": pick(0.99),
                 "staleness_max": float(stale[-1]) if stale else 0.0,
+                "staleness_by_worker": {str(k): v for k, v in sorted(
+                    self.stats.by_worker.items())},
                 "updates": self.version, "updates_per_s": self.version / elapsed
                 if elapsed > 0 else 0.0, "pushes": self.stats.pushes,
                 "fetches": self.stats.fetches, "worker_steps": dict(sorted(

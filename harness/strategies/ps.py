@@ -135,6 +135,7 @@ class ParameterServerStrategy(Strategy):
         with clock.phase("backward"):
             backward(loss, recipe.scaler)
             clip_gradients(model, recipe.grad_clip)
+        self.straggle()
         gradient = parameters_to_vector(
             p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters())
         self._accumulated = gradient if self._accumulated is None \
@@ -186,6 +187,7 @@ class ParameterServerStrategy(Strategy):
 class PSAsync(ParameterServerStrategy):
     """Asynchronous: each gradient applied on arrival, then the worker fetches."""
 
+    tolerates_worker_loss = True
     name = "ps-async"
     summary = "parameter server, asynchronous: gradients applied on arrival"
     options: ClassVar[tuple[Option, ...]] = (SERVERS,)
@@ -218,6 +220,7 @@ class SSP(ParameterServerStrategy):
                minimum=0, aliases=("s",)),
     )
     rule = "clock"
+    tolerates_worker_loss = True  # the lost worker is dropped from the bound
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
@@ -236,6 +239,7 @@ class Downpour(ParameterServerStrategy):
     """DistBelief's Downpour SGD: fetch every n_fetch steps, push every n_push steps."""
 
     name = "downpour"
+    tolerates_worker_loss = True
     summary = "Downpour SGD: fetch every n_fetch, push accumulated gradients every n_push"
     options: ClassVar[tuple[Option, ...]] = (
         SERVERS,

@@ -28,6 +28,7 @@ def data_parallel_step(strategy: Strategy, inputs: torch.Tensor, targets: torch.
         loss = recipe.loss(model(inputs), targets)
     with clock.phase("backward"):
         backward(loss, recipe.scaler)
+    strategy.straggle()
     if exchange is not None:
         with clock.phase("exchange"):
             exchange()

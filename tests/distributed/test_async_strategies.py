@@ -124,3 +124,46 @@ def test_hybrid_and_hogwild_refuse_what_they_cannot_run(tmp_path: Path,
     result = dtbench("run", "-w", "lstm", *args, *TINY, "--out", str(tmp_path / "store"))
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+ASYNC = ("ps-sync", "ps-async", "downpour", "ssp", "gossip", "hybrid", "hogwild")
+WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm")
+# Where each may run besides gloo/local (hogwild: the local launcher only; gossip needs no
+# server, hybrid and the parameter servers do).
+ELSEWHERE = {"ps-sync": ("torchrun", "mpirun"), "ps-async": ("torchrun", "mpirun"),
+             "downpour": ("torchrun", "mpirun"), "hybrid": ("torchrun", "mpirun"),
+             "ssp": ("mpirun",), "gossip": ("torchrun", "mpirun"), "hogwild": ()}
+# The default run: each strategy on gloo/local with one workload (in turn), and two of them
+# under torchrun and mpirun; `--matrix` runs every workload and launcher.
+DEFAULT = {("ps-async", "torchrun"), ("hybrid", "mpirun")}
+
+
+def _cases() -> list[object]:
+    cases = []
+    for index, strategy in enumerate(ASYNC):
+        for launcher in ("local", *ELSEWHERE[strategy]):
+            for offset, workload in enumerate(WORKLOADS):
+                chosen = (launcher == "local" and offset == index % 4) or (
+                    (strategy, launcher) in DEFAULT and offset == (index + 1) % 4)
+                marks = [] if chosen else [pytest.mark.matrix]
+                if launcher == "mpirun":
+                    marks.append(requires_mpi)
+                cases.append(pytest.param(strategy, launcher, workload, marks=marks,
+                                          id=f"{strategy}-{launcher}-{workload}"))
+    return cases
+
+
+@pytest.mark.parametrize(("strategy", "launcher", "workload"), _cases())
+def test_async_strategy_runs(tmp_path: Path, strategy: str, launcher: str,
+                             workload: str) -> None:
+    out = tmp_path / "store"
+    comm = "mpi" if launcher == "mpirun" else "gloo"
+    options = ("--strategy-opt", "s=1") if strategy == "ssp" else ()
+    result = dtbench("run", "-w", workload, "-n", "3", "--comm", comm, "--launcher", launcher,
+                     "--strategy", strategy, *options, *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (record,) = records(out)
+    assert record["status"] == "success", record["error"]
+    metrics = {m["name"]: m for m in record["metrics"]}
+    roles = metrics["state_bytes"]["roles"]
+    assert len(roles) == 3 and ("server" in roles) == (strategy not in ("gossip", "hogwild"))
