@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from harness.core.files import write_atomic
+from harness.microbench.timing import time_calls
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 GEMM_SIZES = {"cpu": (1024, 2048), "cuda": (4096, 8192)}
@@ -50,15 +51,6 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def _timed(fn: Any, backend: Any, device: torch.device, reps: int) -> list[float]:
-    timer = backend.timer(device)
-    for _ in range(reps):
-        timer.start()
-        fn()
-        timer.stop()
-    return timer.samples()
-
-
 def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
     """n x n x n matrix products through each engine torch has on this device."""
     a = torch.randn(n, n, device=device).to(dtype)
@@ -72,9 +64,11 @@ def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str,
     return engines
 
 
-def measure_peak(backend_name: str, precision: str, threads: int = 0,
-                 reps: int = 8) -> PeakResult:
-    """Time square matmuls and a large copy on the backend's device, in this process."""
+def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
+                 gemm_sizes: tuple[int, ...] | None = None,
+                 copy_bytes: int | None = None) -> PeakResult:
+    """Time square matmuls and a large copy on the backend's device, in this process (sizes
+    default to GEMM_SIZES and COPY_BYTES of the device type)."""
     from backends import COMPUTE_BACKENDS
 
     backend = COMPUTE_BACKENDS.get(backend_name)()
@@ -82,18 +76,14 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0,
     device = backend.device()
     dtype = DTYPES[precision]
     per_size: dict[str, float] = {}
-    for n in GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
+    for n in gemm_sizes or GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
         for engine, gemm in _gemm_engines(n, device, dtype).items():
-            for _ in range(2):
-                gemm()
-            backend.synchronize(device)
-            times = _timed(gemm, backend, device, reps)
+            times = time_calls(gemm, backend, device, warmup=2, min_reps=reps)
             per_size[f"{engine} {n}"] = 2 * n**3 / statistics.median(times)
-    elements = COPY_BYTES.get(device.type, COPY_BYTES["cuda"]) // 4
+    elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    copy_times = _timed(lambda: dst.copy_(src), backend, device, reps)
+    copy_times = time_calls(lambda: dst.copy_(src), backend, device, warmup=1, min_reps=reps)
     bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
     return PeakResult(
         backend=backend_name, device_name=backend.device_name(device), precision=precision,
