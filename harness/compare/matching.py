@@ -22,13 +22,14 @@ from harness.compare.stats import ALPHA, RatioTest, finite_samples, ratio_of
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
 from harness.core.text import one_line, render_table, size_label
+from harness.microbench.kernels import metrics as kernel
 from harness.records.inputs import load_inputs
 from harness.records.record import finite_json
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
 # Constants of the model or the machine, not of the run: a change there is not a regression.
 NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
-                          "bytes_sent_per_rank"})
+                          "bytes_sent_per_rank", *kernel.CONSTANT_METRICS})
 # SPEC section 6, for foreign records whose metrics do not say which way is better.
 KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
                     "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
@@ -63,11 +64,13 @@ def _largest_size(spec: dict[str, Any]) -> Any:
 
 def fields_key(record: dict[str, Any]) -> tuple[str, ...]:
     """The comparable spec fields; a comm record adds its op and largest message size, since
-    busbw is measured there."""
+    busbw is measured there, and a kernel record its shape, pass, algorithm and threads."""
     spec = record["spec"]
     key = [_plain(spec.get(name)) for name in KEY_FIELDS]
     if spec.get("task") == "comm":
         key += [_plain(spec.get("op")), _plain(_largest_size(spec))]
+    elif spec.get("task") == kernel.TASK:
+        key += [_plain(spec.get(name)) for name in kernel.KEY_FIELDS]
     return tuple(key)
 
 
@@ -86,7 +89,9 @@ def _size_text(size: Any) -> str:
 def spec_label(record: dict[str, Any], spec_key: str | None = None) -> str:
     """size/backend/precision/comm/ws/bs, the way a reader tells two runs of a workload apart."""
     spec = record["spec"]
-    if spec.get("task") == "comm":
+    if spec.get("task") == kernel.TASK:
+        parts = [kernel.kernel_label(spec)]
+    elif spec.get("task") == "comm":
         parts = [spec.get("backend"), spec.get("precision"), spec.get("comm"),
                  f"ws{spec.get('world_size')}", spec.get("op"),
                  _size_text(_largest_size(spec))]
