@@ -131,6 +131,10 @@ def command(args: argparse.Namespace) -> int:
     suite = None
     if args.suite is not None or not options["workload"]:
         suite = load_suite(args.suite or "quick")
+    if suite is not None and suite.kernels is not None:
+        from harness.commands.kernels import run_kernel_suite
+
+        return run_kernel_suite(suite.name, suite.kernels, args, options)
     planned = plan_runs(suite, options)
     launch = launch_options(args)
     store = Store(args.out)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.spec import PRECISIONS
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000
@@ -19,16 +20,19 @@ RUN_KEYS = {
     "warmup": int, "mode": str, "repeat": int, "threads": int, "channels_last": bool,
     "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str,
 }
-TOP_KEYS = ("name", "description", "defaults", "runs")
+TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
+KERNEL_KEYS = ("set", "precision")
 
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite's name and its runs, each a dict of run options (lists already expanded)."""
+    """A suite's name and its runs, each a dict of run options (lists already expanded), or
+    instead a `[kernels]` table: the kernel set and precisions `dtbench kernels` runs."""
 
     name: str
     description: str
     runs: tuple[dict[str, Any], ...]
+    kernels: dict[str, Any] | None = None
 
 
 def builtin_names() -> list[str]:
@@ -64,6 +68,27 @@ def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
     return {key: _check_value(source, where, key, value) for key, value in table.items()}
 
 
+def _check_kernels(source: str, table: Any) -> dict[str, Any]:
+    """A `[kernels]` table: `set` (a kernel set name) and optional `precision` (a list)."""
+    from harness.microbench.kernels.sets import SETS
+
+    if not isinstance(table, dict):
+        raise UsageError(f"{source}: kernels must be a table")
+    unknown = sorted(set(table) - set(KERNEL_KEYS))
+    if unknown:
+        raise UsageError(f"{source}: unknown key {unknown[0]!r} in kernels; valid keys: "
+                         f"{', '.join(KERNEL_KEYS)}")
+    if table.get("set") not in SETS:
+        raise UsageError(f"{source}: kernels.set must be one of {', '.join(SETS)}, got "
+                         f"{table.get('set')!r}")
+    precisions = table.get("precision", ["fp32"])
+    precisions = precisions if isinstance(precisions, list) else [precisions]
+    if not precisions or not all(p in PRECISIONS for p in precisions):
+        raise UsageError(f"{source}: kernels.precision must be one or a list of "
+                         f"{', '.join(PRECISIONS)}, got {table.get('precision')!r}")
+    return {"set": table["set"], "precision": precisions}
+
+
 def parse_suite(text: str, source: str, default_name: str) -> Suite:
     """Parse and validate a suite document; every problem is a one-line UsageError."""
     try:
@@ -80,6 +105,11 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
     description = document.get("description", "")
     if not isinstance(name, str) or not name or not isinstance(description, str):
         raise UsageError(f"{source}: name and description must be strings")
+    if "kernels" in document:
+        if "runs" in document or "defaults" in document:
+            raise UsageError(f"{source}: a suite has [[runs]] or a [kernels] table, not both")
+        return Suite(name=name, description=description, runs=(),
+                     kernels=_check_kernels(source, document["kernels"]))
     defaults = _check_table(source, "defaults", document.get("defaults", {}))
     runs = document.get("runs")
     if not isinstance(runs, list) or not runs:
