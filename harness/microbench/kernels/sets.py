@@ -33,8 +33,9 @@ SWEEP_INPUT = (16, 32, 64, 64, 32)
 
 @dataclass(frozen=True)
 class Timing:
-    """How each kernel is timed: untimed warm-up calls, then at least `min_reps` timed calls
-    and more until `budget_s` has passed, at most `max_reps`."""
+    """How each kernel is timed: untimed warm-up calls (the first is the call whose result is
+    checked), then at least `min_reps` timed calls and more until `budget_s` has passed, at
+    most `max_reps`."""
 
     warmup: int = 1
     min_reps: int = 3
