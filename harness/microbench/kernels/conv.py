@@ -36,11 +36,20 @@ def onednn_disabled() -> Iterator[None]:
         torch.backends.mkldnn.enabled = saved
 
 
-def torch_conv_backend(x: torch.Tensor, weight: torch.Tensor, shape: ConvShape) -> str:
-    """The backend torch's convolution dispatch picks for these operands now
-    (torch._C._select_conv_backend): Mkldnn, NnpackSpatial, Slow2d, Cudnn, ..."""
-    chosen = torch._C._select_conv_backend(x, weight, None, list(shape.stride),
-                                           list(shape.padding), [1, 1], False, [0, 0], 1)
+def torch_conv_backend(shape: ConvShape, dtype: torch.dtype, device: torch.device, *,
+                       channels_last: bool = False, onednn: bool = True) -> str:
+    """The backend torch's convolution dispatch picks for such operands
+    (torch._C._select_conv_backend): Mkldnn, NnpackSpatial, Slow2d, Cudnn, ... The tensors it
+    is shown are uninitialised: the dispatch reads shapes, strides and types, never the data,
+    so their pages are never touched."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    x = torch.empty((shape.n, shape.c, shape.h, shape.w), dtype=dtype, device=device,
+                    memory_format=layout)
+    weight = torch.empty((shape.k, shape.c, shape.r, shape.s), dtype=dtype, device=device,
+                         memory_format=layout)
+    with contextlib.nullcontext() if onednn else onednn_disabled():
+        chosen = torch._C._select_conv_backend(x, weight, None, list(shape.stride),
+                                               list(shape.padding), [1, 1], False, [0, 0], 1)
     return str(chosen).rsplit(".", 1)[-1]
 
 
@@ -97,12 +106,7 @@ class ConvFamily(KernelFamily):
                     "NNPACK, or NNPACK does not support this CPU)")
         if pass_ != "fwd":
             return NNPACK_FORWARD_ONLY
-        # Uninitialised tensors: the dispatch reads shapes and types, and the pages are
-        # never touched.
-        x = torch.empty((shape.n, shape.c, shape.h, shape.w), dtype=DTYPES[precision])
-        weight = torch.empty((shape.k, shape.c, shape.r, shape.s), dtype=x.dtype)
-        with onednn_disabled():
-            chosen = torch_conv_backend(x, weight, shape)
+        chosen = torch_conv_backend(shape, DTYPES[precision], device, onednn=False)
         if chosen != "NnpackSpatial":
             return (f"not applicable: with oneDNN off torch picks {chosen}, not NNPACK "
                     "(NNPACK needs fp32, batch >= 16, kernel <= 16 and padding < kernel)")
@@ -138,15 +142,13 @@ class ConvFamily(KernelFamily):
     def details(self, algorithm: str, operands: Operands, shape: Shape,
                 pass_: str) -> dict[str, Any]:
         assert isinstance(shape, ConvShape)
+        dtype, device = operands["x"].dtype, operands["x"].device
         if algorithm == "direct":
-            x = operands["x"].contiguous(memory_format=torch.channels_last)
-            weight = operands["w"].contiguous(memory_format=torch.channels_last)
-            return {"layout": "channels_last", "torch_conv_backend":
-                    torch_conv_backend(x, weight, shape)}
+            return {"layout": "channels_last", "torch_conv_backend": torch_conv_backend(
+                shape, dtype, device, channels_last=True)}
         if algorithm == "nnpack":
-            with onednn_disabled():
-                return {"layout": "contiguous", "torch_conv_backend":
-                        torch_conv_backend(operands["x"], operands["w"], shape)}
+            return {"layout": "contiguous", "torch_conv_backend": torch_conv_backend(
+                shape, dtype, device, onednn=False)}
         return {"layout": "contiguous"}
 
 

@@ -28,6 +28,8 @@ from harness.microbench.kernels.runner import Measurement, Roofs
 from harness.microbench.kernels.sets import KernelSet
 from harness.records.record import Metric, build_record
 
+REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
+              "lstm": "torch.lstm_cell, fp32"}
 IDENTITY = ("family", "kernel", "shape", "pass", "algorithm", "precision", "backend", "threads")
 
 
@@ -84,10 +86,6 @@ def kernel_metrics(measured: Measurement, roofs: Roofs) -> list[Metric]:
         metrics.append(Metric("max_rel_error", "1", measured.max_rel_error, False,
                               extra={"reference": REFERENCES.get(case.family, "")}))
     return metrics
-
-
-REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
-              "lstm": "torch.lstm_cell, fp32"}
 
 
 def kernel_record(measured: Measurement, roofs: Roofs | None, *, run_id: str,
