@@ -73,7 +73,12 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
     """Measure the set at each precision, storing each record as it is made; exit 1 if a
     kernel failed (not-applicable ones are skipped, not failed)."""
     from harness.microbench.kernels.records import kernel_record
-    from harness.microbench.kernels.runner import KernelRunner, Step, planned_steps
+    from harness.microbench.kernels.runner import (
+        KernelRunner,
+        Measurement,
+        Step,
+        planned_steps,
+    )
     from harness.records.fingerprint import harness_info, machine_info, software_info
     from harness.records.record import new_run_id, utc_now
 
@@ -90,12 +95,16 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
                "software": software_info()}
     records: list[dict[str, Any]] = []
 
-    def begin(step: Step) -> None:
-        progress.begin(step.label)
+    def show(step: Step, measured: Measurement | None) -> None:
+        if measured is None:
+            progress.begin(step.label)
+        else:
+            progress.end(measured.status if measured.error is None
+                         else f"{measured.status}: {measured.error}")
 
     try:
         for precision in precisions:
-            runner = KernelRunner(kernel_set, precision, backend, args.threads, begin)
+            runner = KernelRunner(kernel_set, precision, backend, args.threads, show)
             for measured in runner.run():
                 record = kernel_record(measured, runner.roofs,
                                        run_id=f"{base_id}-{len(records) + 1:04d}",
@@ -103,8 +112,6 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
                                        threads=runner.threads, **context)
                 store.add(record)
                 records.append(record)
-                progress.end(measured.status if measured.error is None
-                             else f"{measured.status}: {measured.error}")
     except Interrupted as stop:
         _save(records, json_target)
         stop.summary = (f"interrupted by {stop.signal_name} during kernel {len(records) + 1} "

@@ -15,7 +15,7 @@ import harness.microbench.kernels.gemm  # noqa: F401
 import harness.microbench.kernels.lstm  # noqa: F401
 import harness.microbench.kernels.memory  # noqa: F401
 from harness.core.errors import describe_exception
-from harness.microbench.kernels.family import FAMILIES, KernelFamily, max_rel_error
+from harness.microbench.kernels.family import FAMILIES, KernelFamily, Operands, max_rel_error
 from harness.microbench.kernels.roofline import kernel_bytes
 from harness.microbench.kernels.sets import KernelSet
 from harness.microbench.kernels.shapes import KernelCase
@@ -54,7 +54,7 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Step:
-    """What the runner is about to measure, for a progress display."""
+    """What the runner is measuring, for a progress display."""
 
     index: int
     total: int
@@ -69,7 +69,9 @@ class KernelRunner:
     """Measures one kernel set at one precision on one backend."""
 
     def __init__(self, kernel_set: KernelSet, precision: str, backend_name: str, threads: int,
-                 on_step: Callable[[Step], None] | None = None) -> None:
+                 on_step: Callable[[Step, Measurement | None], None] | None = None) -> None:
+        """`on_step(step, None)` is called as a kernel starts and `on_step(step, measured)` as
+        it ends (copy and triad end before they are yielded: they set the bandwidth roof)."""
         from backends import COMPUTE_BACKENDS
 
         self.kernel_set = kernel_set
@@ -79,7 +81,7 @@ class KernelRunner:
         self.settings = self.backend.configure(threads, precision)
         self.threads = int(self.settings.get("threads", threads))
         self.device = self.backend.device()
-        self.on_step = on_step or (lambda step: None)
+        self.on_step = on_step or (lambda step, measured: None)
         self.cases = kernel_set.cases()
         self.total = planned_steps(self.cases)
         self.roofs: Roofs | None = None
@@ -108,49 +110,59 @@ class KernelRunner:
         for pass_ in case.passes:
             yield from self._pass(family, case, pass_)
 
-    def _begin(self, case: KernelCase, pass_: str, algorithm: str) -> None:
+    def _begin(self, case: KernelCase, pass_: str, algorithm: str) -> Step:
         self._done += 1
         where = "" if pass_ == "-" else f" {pass_}"
-        self.on_step(Step(self._done, self.total,
-                          f"{case.family} {case.label()}{where} {algorithm} {self.precision}"))
+        step = Step(self._done, self.total,
+                    f"{case.family} {case.label()}{where} {algorithm} {self.precision}")
+        self.on_step(step, None)
+        return step
 
     def _pass(self, family: KernelFamily, case: KernelCase, pass_: str
               ) -> Iterator[Measurement]:
-        shape = case.shape
         generator = torch.Generator().manual_seed(SEED)
         try:
-            operands = family.operands(shape, pass_, self.precision, self.device, generator)
-            reference = family.reference(operands, shape, pass_)
+            operands = family.operands(case.shape, pass_, self.precision, self.device, generator)
+            reference = family.reference(operands, case.shape, pass_)
         except Exception as exc:  # noqa: BLE001 - a kernel too large for memory fails alone
             for algorithm in family.algorithms:
-                self._begin(case, pass_, algorithm)
-                yield Measurement(case, pass_, algorithm, self.precision, "failed",
-                                  f"operands: {describe_exception(exc)}")
+                step = self._begin(case, pass_, algorithm)
+                failed = Measurement(case, pass_, algorithm, self.precision, "failed",
+                                     f"operands: {describe_exception(exc)}")
+                self.on_step(step, failed)
+                yield failed
             return
         for algorithm in family.algorithms:
-            self._begin(case, pass_, algorithm)
-            measured = Measurement(case, pass_, algorithm, self.precision)
-            reason = family.applies(algorithm, shape, pass_, self.precision, self.device)
-            if reason is not None:
-                measured.status, measured.error = "skipped", reason
-                yield measured
-                continue
-            try:
-                call = family.build(algorithm, operands, shape, pass_)
-                # The first call is checked against the reference and counts as a warm-up.
-                result = call()
-                if reference is not None:
-                    measured.max_rel_error = max_rel_error(result, reference)
-                del result
-                measured.details = family.details(algorithm, operands, shape, pass_)
-                timing = self.kernel_set.timing
-                measured.samples = time_calls(call, self.backend, self.device,
-                                              warmup=max(0, timing.warmup - 1),
-                                              min_reps=timing.min_reps,
-                                              max_reps=timing.max_reps,
-                                              budget_s=timing.budget_s)
-            except Exception as exc:  # noqa: BLE001 - one failing algorithm never ends the set
-                measured.status, measured.error = "failed", describe_exception(exc)
-                measured.samples = []
+            step = self._begin(case, pass_, algorithm)
+            measured = self._measure(family, operands, reference, case, pass_, algorithm)
+            self.on_step(step, measured)
             yield measured
         del operands, reference
+
+    def _measure(self, family: KernelFamily, operands: Operands, reference: Any,
+                 case: KernelCase, pass_: str, algorithm: str) -> Measurement:
+        """Skipped with the reason where the algorithm does not apply; else checked, then
+        timed; an exception fails this algorithm only."""
+        shape = case.shape
+        measured = Measurement(case, pass_, algorithm, self.precision)
+        reason = family.applies(algorithm, shape, pass_, self.precision, self.device)
+        if reason is not None:
+            measured.status, measured.error = "skipped", reason
+            return measured
+        try:
+            call = family.build(algorithm, operands, shape, pass_)
+            # The first call is checked against the reference and counts as a warm-up.
+            result = call()
+            if reference is not None:
+                measured.max_rel_error = max_rel_error(result, reference)
+            del result
+            measured.details = family.details(algorithm, operands, shape, pass_)
+            timing = self.kernel_set.timing
+            measured.samples = time_calls(call, self.backend, self.device,
+                                          warmup=max(0, timing.warmup - 1),
+                                          min_reps=timing.min_reps, max_reps=timing.max_reps,
+                                          budget_s=timing.budget_s)
+        except Exception as exc:  # noqa: BLE001 - one failing algorithm never ends the set
+            measured.status, measured.error = "failed", describe_exception(exc)
+            measured.samples = []
+        return measured

@@ -26,14 +26,18 @@ def records() -> list[dict]:
     saved = torch.get_num_threads()
     steps = []
     try:
-        runner = KernelRunner(small, "fp32", "cpu", 1, steps.append)
+        runner = KernelRunner(small, "fp32", "cpu", 1,
+                              lambda step, measured: steps.append((step.index, measured)))
         made = [kernel_record(m, runner.roofs, run_id=f"t-{i:03d}",
                               created=dt.datetime(2024, 1, 1, tzinfo=dt.UTC), kernel_set=small,
                               backend="cpu", threads=runner.threads, **FINGERPRINT)
                 for i, m in enumerate(runner.run())]
     finally:
         torch.set_num_threads(saved)
-    assert [s.index for s in steps] == list(range(1, runner.total + 1))
+    # Each step starts (None) and ends (its measurement) before the next starts.
+    assert [index for index, _ in steps] == [i for i in range(1, runner.total + 1)
+                                             for _ in range(2)]
+    assert all((measured is None) == (n % 2 == 0) for n, (_, measured) in enumerate(steps))
     assert len(made) == runner.total == planned_steps(small.cases())
     return made
 
