@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import statistics
 from typing import Any
 
@@ -96,7 +97,9 @@ def kernel_record(measured: Measurement, roofs: Roofs | None, *, run_id: str,
     spec = kernel_spec(measured, kernel_set, backend, threads)
     metrics = (kernel_metrics(measured, roofs)
                if measured.status == "success" and roofs is not None else [])
-    notes: dict[str, Any] = {"details": measured.details}
+    # The host's 1-minute load average as the kernel finished: on a shared machine, a load
+    # above the cores in use says the figures were taken beside other work.
+    notes: dict[str, Any] = {"details": measured.details, "load_average_1m": os.getloadavg()[0]}
     if roofs is not None:
         notes["roofs_measured_at"] = roofs.measured_at
     return build_record(run_id=run_id, created=created, status=measured.status,

@@ -100,3 +100,9 @@ def test_direct_convolution_reports_the_backend_torch_picked() -> None:
     details = family.details("direct", operands, shape, "fwd")
     assert details["layout"] == "channels_last"
     assert details["torch_conv_backend"] in ("Mkldnn", "Slow2d", "NnpackSpatial")
+
+
+def test_fft_sizes_round_up_to_7_smooth_lengths() -> None:
+    from harness.microbench.kernels.fft_conv import fast_length
+
+    assert [fast_length(n) for n in (1, 64, 66, 74, 226)] == [1, 64, 70, 75, 240]
