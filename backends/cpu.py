@@ -5,7 +5,9 @@ import ctypes
 import os
 import re
 import resource
+import tempfile
 import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,39 @@ def library_versions() -> dict[str, str | None]:
     onednn = re.search(r"(?:MKL-DNN|oneDNN) v(\S+)", config)
     mkl = re.search(r"Math Kernel Library Version (\S+)", config)
     return {"onednn": onednn.group(1) if onednn else None, "mkl": mkl.group(1) if mkl else None}
+
+
+@cache
+def onednn_isa() -> str | None:
+    """The ISA oneDNN dispatches to here ("Intel AVX2", "Intel AVX-512 with AMX ..."), as its
+    verbose mode announces it; read once per process by running one small convolution with
+    verbose output captured from file descriptor 1. None where oneDNN is off or says nothing
+    (it announces itself once per process, so a process that already printed it reads None).
+    """
+    if not torch.backends.mkldnn.is_available():
+        return None
+    libc = ctypes.CDLL(None)
+    handle, path = tempfile.mkstemp(prefix="dtbench-onednn-")
+    saved = os.dup(1)
+    try:
+        libc.fflush(None)
+        os.dup2(handle, 1)
+        with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+            # Large enough for oneDNN's path; tiny convolutions take torch's own kernels.
+            pixels = torch.zeros(2, 32, 16, 16).contiguous(memory_format=torch.channels_last)
+            weight = torch.zeros(32, 32, 3, 3).contiguous(memory_format=torch.channels_last)
+            torch.nn.functional.conv2d(pixels, weight)
+        libc.fflush(None)
+    except (OSError, RuntimeError):
+        return None
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(handle)
+        text = Path(path).read_text(errors="replace")
+        Path(path).unlink(missing_ok=True)
+    match = re.search(r"onednn_verbose,(?:v\d+,)?info,cpu,isa:([^\n]+)", text)
+    return match.group(1).strip() if match else None
 
 
 class PerfCounterTimer(StepTimer):
@@ -134,6 +169,7 @@ class CPUBackend(ComputeBackend):
         return {
             **library_versions(),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "onednn_isa": onednn_isa(),
             "isa": {flag: flag in flags for flag in ISA_FLAGS},
             "mkldnn_enabled": torch.backends.mkldnn.is_available(),
             "ipex": {"version": ipex_version(), "available": ipex.available, "reason": ipex.reason},

@@ -191,6 +191,51 @@ class MPIProcessGroup(dist.ProcessGroup):
         self._comm.Barrier()
         return _completed([])
 
+    def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],
+                opts: dist.ScatterOptions | None = None) -> dist.Work:
+        root = 0 if opts is None else opts.rootRank
+        output = outputs[0]
+        recv = output if output.is_contiguous() else output.contiguous()
+        send = None
+        if self._rank == root:
+            send = torch.cat([t.reshape(-1) for t in inputs[0]]).contiguous()
+        self._comm.Scatter(self._bytes(send) if send is not None else None, self._bytes(recv),
+                           root=root)
+        if recv is not output:
+            output.copy_(recv)
+        return _completed(outputs)
+
+    def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+               opts: dist.GatherOptions | None = None) -> dist.Work:
+        root = 0 if opts is None else opts.rootRank
+        send = inputs[0] if inputs[0].is_contiguous() else inputs[0].contiguous()
+        gathered = send.new_empty((self._world_size, *send.shape)) if self._rank == root else None
+        self._comm.Gather(self._bytes(send), self._bytes(gathered) if gathered is not None
+                          else None, root=root)
+        if gathered is not None:
+            for output, part in zip(outputs[0], gathered.unbind(0), strict=True):
+                output.copy_(part)
+        return _completed(outputs)
+
+    # -- point to point: non-blocking, so that two ranks may send to each other first -------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
+        buffer = tensors[0] if tensors[0].is_contiguous() else tensors[0].contiguous()
+        request = self._comm.Isend(self._bytes(buffer), dest=dst, tag=tag)
+        return MPIRequestWork(request, keep=buffer)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> dist.Work:
+        return self._receive(tensors[0], src, tag)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> dist.Work:
+        return self._receive(tensors[0], self._mpi.ANY_SOURCE, tag)
+
+    def _receive(self, tensor: torch.Tensor, source: int, tag: int) -> dist.Work:
+        buffer = tensor if tensor.is_contiguous() else torch.empty_like(tensor)
+        status = self._mpi.Status()
+        request = self._comm.Irecv(self._bytes(buffer), source=source, tag=tag)
+        return MPIRequestWork(request, keep=buffer, status=status,
+                              copy_to=tensor if buffer is not tensor else None)
+
     # -- the MPI calls --------------------------------------------------------------------
     def _mpi_op(self, reduce_op: Any, dtype: torch.dtype) -> tuple[Any, bool]:
         """The MPI reduction for a torch ReduceOp, and whether to divide by world size."""
@@ -256,6 +301,34 @@ class MPIProcessGroup(dist.ProcessGroup):
         return [self._mpi.buffer.fromaddress(tensor.data_ptr(), tensor.nbytes), self._mpi.BYTE]
 
 
+class MPIRequestWork(dist.Work):
+    """A pending MPI point-to-point request as a torch Work: wait() completes it."""
+
+    def __init__(self, request: Any, keep: torch.Tensor, status: Any = None,
+                 copy_to: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self._request = request
+        self._keep = keep  # the buffer must outlive the request
+        self._status = status
+        self._copy_to = copy_to
+        self._done = False
+
+    def wait(self, timeout: Any = None) -> bool:
+        if not self._done:
+            self._request.Wait(self._status)
+            if self._copy_to is not None:
+                self._copy_to.copy_(self._keep)
+            self._done = True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done or bool(self._request.Test(self._status))
+
+    def _source_rank(self) -> int:
+        self.wait()
+        return int(self._status.Get_source()) if self._status is not None else -1
+
+
 def _check_cpu(tensor: torch.Tensor) -> None:
     if not tensor.is_cpu:
         raise ValueError(f"the {BACKEND_NAME} backend takes CPU tensors, not {tensor.device}")
@@ -301,8 +374,9 @@ def register_mpi_backend() -> str:
     return BACKEND_NAME
 
 
-def init_mpi_process_group(timeout: timedelta | None = None) -> None:
-    """Initialise the default process group on the mpi4py backend with MPI's ranks.
+def init_mpi_process_group(timeout: timedelta | None = None, backend: str | None = None) -> None:
+    """Initialise the default process group on the mpi4py backend (or `backend`, a wrapper of
+    it that the caller registered) with MPI's ranks.
 
     torch still wants a store beside the group (init barrier, subgroup bookkeeping): a
     TCPStore served by rank 0, on MASTER_PORT where set, else on a free port. Rank 0 tells
@@ -312,7 +386,7 @@ def init_mpi_process_group(timeout: timedelta | None = None) -> None:
     comm = _mpi().COMM_WORLD
     rank, world_size = comm.Get_rank(), comm.Get_size()
     store = _rendezvous_store(comm, timeout or timedelta(minutes=30))
-    dist.init_process_group(backend=register_mpi_backend(), store=store, rank=rank,
+    dist.init_process_group(backend=backend or register_mpi_backend(), store=store, rank=rank,
                             world_size=world_size, timeout=timeout)
 
 

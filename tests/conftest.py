@@ -14,6 +14,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PeakSeeder = Callable[[Path, float, Iterable[int]], None]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--matrix", action="store_true", default=False,
+                     help="also run the full strategy x workload x comm x launcher matrix "
+                     "(tests marked matrix; about an hour on 2 cores)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `matrix` run only with --matrix (or DTBENCH_MATRIX=1)."""
+    if config.getoption("--matrix") or os.environ.get("DTBENCH_MATRIX") == "1":
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("matrix") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test, and every dtbench process a test starts, gets a private peak cache (never
+    the user's ~/.cache/dtbench) and takes the cached peak by default: timing the GEMM peak
+    in every run would add seconds to each; the tests of in-run peaks ask for it."""
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="dtbench-test-cache-")
+    config.stash[_CACHE_KEY] = folder
+    os.environ["DTBENCH_CACHE_DIR"] = folder
+    os.environ["DTBENCH_PEAK"] = "cached"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    folder = config.stash.get(_CACHE_KEY, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_CACHE_KEY = pytest.StashKey[str]()
+
+
 @pytest.fixture(scope="session")
 def seed_peak_cache() -> PeakSeeder:
     """Writes a fake cpu/fp32 peak into a cache folder, so runs pointed at it (through

@@ -104,9 +104,14 @@ class Workload(ABC):
     @abstractmethod
     def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor: ...
 
+    def optimizer_spec(self, size: str) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+        """The optimizer class and its arguments (a strategy may shard or wrap it)."""
+        return torch.optim.SGD, {"lr": self.preset(size).lr, "momentum": 0.9,
+                                 "weight_decay": 5e-5}
+
     def optimizer(self, model: nn.Module, size: str) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=self.preset(size).lr, momentum=0.9,
-                               weight_decay=5e-5)
+        cls, kwargs = self.optimizer_spec(size)
+        return cls(model.parameters(), **kwargs)
 
     @abstractmethod
     def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:

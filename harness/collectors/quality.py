@@ -17,6 +17,14 @@ def quality(context: CollectContext) -> list[Metric]:
     if lead.target_reached and lead.time_to_train is not None:
         found.append(Metric("time_to_train", "s", lead.time_to_train, higher_is_better=False,
                             extra={"from": "run_start", "to": "run_stop"}))
+        if lead.quality_history and "step" in lead.quality_history[-1]:
+            steps = int(lead.quality_history[-1]["step"])
+            found.append(Metric(
+                "samples_to_target", "samples", float(steps * context.spec.global_batch),
+                higher_is_better=False,
+                extra={"steps": steps, "global_batch": context.spec.global_batch,
+                       "meaning": "samples trained until the evaluation that reached the "
+                                  "target: statistical efficiency, apart from speed"}))
     value = lead.quality.get(target.metric)
     unit = "1" if target.metric in ("accuracy", "auc") else target.metric
     found.append(Metric("quality", unit, value, higher_is_better=target.higher_is_better,

@@ -1,12 +1,10 @@
-"""scaling_efficiency against the matching world_size=1 record, and gradient bytes on the wire.
+"""scaling_efficiency against the matching world_size=1 record.
 
 Weak scaling keeps the per-rank batch (the baseline has the same batch_per_rank); strong
 scaling keeps the global batch (the baseline's batch equals this run's global batch). Both
 reduce to throughput_N / (N x throughput_1); the baseline record is named in the metric.
 """
 from __future__ import annotations
-
-import statistics
 
 from harness.collectors.base import CollectContext, collector
 from harness.records.record import Metric, metric
@@ -30,19 +28,3 @@ def scaling_efficiency(context: CollectContext) -> list[Metric]:
                           "baseline_threads": baseline["spec"].get("threads"),
                           "threads_per_rank": spec.threads,
                           "definition": "throughput_N / (N x throughput_1)"})]
-
-
-@collector("communication", stage=0)
-def communication(context: CollectContext) -> list[Metric]:
-    lead = context.ranks[0] if context.ranks else None
-    if lead is None or not lead.comm_payload_bytes:
-        return []
-    payload = statistics.median(lead.comm_payload_bytes)
-    n = context.spec.world_size
-    return [
-        Metric("grad_bytes_per_step", "bytes", float(payload), higher_is_better=False,
-               extra={"compression": context.spec.compression,
-                      "meaning": "gradient payload each rank allreduces per step"}),
-        Metric("bytes_sent_per_rank", "bytes", payload * 2 * (n - 1) / n, higher_is_better=False,
-               extra={"model": "ring allreduce: 2(n-1)/n of the payload per step"}),
-    ]

@@ -17,9 +17,15 @@ from harness.core.files import write_atomic
 from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
 from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
-from harness.records.fingerprint import harness_info, machine_info, software_info
+from harness.records.fingerprint import (
+    harness_info,
+    machine_info,
+    software_info,
+    with_nodes,
+)
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
+from harness.run.guard import check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
 
@@ -42,13 +48,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
     parser.add_argument("--rank-timeout", type=positive_int, default=120)
     parser.add_argument("--out", default="results")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="run even when ranks x threads exceed 4x the usable cores")
     parser.add_argument("--json", dest="json_file")
     parser.add_argument("-q", "--quiet", action="store_true")
 
 
 def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,
-             created: Any, run_id: str) -> list[dict[str, Any]]:
-    machine, software = machine_info(), software_info()
+             created: Any, run_id: str, nodes: list[Any]) -> list[dict[str, Any]]:
+    machine = with_nodes(machine_info(), spec.nnodes, nodes)
+    software = software_info()
     records = []
     for op in spec.ops:
         rows = [r for r in results if r.op == op]
@@ -87,6 +96,8 @@ def command(args: argparse.Namespace) -> int:
     spec = CommSpec(comm=args.comm, launcher=args.launcher, nproc_per_node=nprocs[0],
                     nnodes=args.nnodes or 1, ops=parse_ops(args.op), sizes=parse_sizes(args.sizes),
                     iters=args.iters, warmup=args.warmup, threads=args.threads or 1)
+    check_threads(spec.world_size if spec.nnodes == 1 else spec.nproc_per_node, spec.threads,
+                  args.oversubscribe)
     if spec.comm == "none":
         raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
     store = Store(args.out)
@@ -98,6 +109,7 @@ def command(args: argparse.Namespace) -> int:
     progress.begin(f"comm {spec.comm} {spec.launcher} ws={spec.world_size} "
                    f"{','.join(spec.ops)}")
     results: list[CommResult] = []
+    nodes: list[Any] = []
     from backends import first_unavailable
 
     status, error = "success", first_unavailable([("comm", spec.comm),
@@ -111,10 +123,11 @@ def command(args: argparse.Namespace) -> int:
                 progress.end(f"node {args.node_rank} done; node 0 writes the records")
                 return 0
             results = fold(spec, gathered)
+            nodes = [rank.get("node") for rank in gathered]
         except (SkipRun, RunFailed) as exc:
             status, error = status_of(exc)
     progress.end(status if error is None else f"{status}: {one_line(error, 160)}")
-    records = _records(spec, results, status, error, created, run_id)
+    records = _records(spec, results, status, error, created, run_id, nodes)
     for record in records:
         store.add(record)
     if results:

@@ -12,9 +12,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=percentage, default=5.0,
                         help="regression threshold in percent (default 5)")
     parser.add_argument("--json", dest="json_file", help="also write the comparison here")
+    parser.add_argument("--match-on", metavar="FIELDS",
+                        help="match records on these spec fields only (comma list, e.g. "
+                        "workload,size,precision), to compare across an intended difference "
+                        "such as threads")
 
 
 def command(args: argparse.Namespace) -> int:
-    from harness.compare.matching import command as compare_command
+    from harness.compare.command import command as compare_command
 
     return compare_command(args)

@@ -1,9 +1,10 @@
-"""`dtbench describe WORKLOAD`: the preset's parameters, FLOPs, input and quality target."""
+"""`dtbench describe WORKLOAD`: the preset's parameters, FLOPs, input and quality target;
+with --layers, per layer parameters, activations, FLOPs and data or model parallelism."""
 from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import print_json
+from harness.commands.arguments import positive_int, print_json
 from harness.core.errors import EXIT_OK
 from harness.core.spec import SIZES
 
@@ -12,11 +13,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload")
     parser.add_argument("--size", default="full", choices=SIZES)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--layers", action="store_true",
+                        help="per layer: parameters, activations, FLOPs, parallelism")
+    parser.add_argument("--batch", type=positive_int, help="--layers: batch per node "
+                        "(default: the preset's)")
+    parser.add_argument("--nodes", type=positive_int, default=1, help="--layers: node count")
 
 
 def command(args: argparse.Namespace) -> int:
     from workloads import get_workload
 
+    if args.layers:
+        return layers_command(args)
     info = get_workload(args.workload).describe(args.size)
     if args.json:
         print_json(info)
@@ -34,4 +42,40 @@ def command(args: argparse.Namespace) -> int:
           f"within {target['max_epochs']} epochs")
     if info["notes"]:
         print(f"  notes             {info['notes']}")
+    return EXIT_OK
+
+
+def layers_command(args: argparse.Namespace) -> int:
+    """The layer table: what data parallelism moves (parameters) against what model
+    parallelism moves (activations of the batch), per layer."""
+    from harness.core.text import render_table
+    from workloads import get_workload
+    from workloads.layers import (
+        FAR_MORE,
+        choose_parallelism,
+        gradient_to_activation_ratio,
+        layer_table,
+    )
+
+    workload = get_workload(args.workload)
+    batch = args.batch or workload.preset(args.size).default_batch("cpu")
+    layers = [{**layer.as_dict(),
+               "ratio": gradient_to_activation_ratio(layer, batch, args.nodes),
+               "parallelism": choose_parallelism(layer, batch, args.nodes)}
+              for layer in layer_table(workload, args.size)]
+    if args.json:
+        print_json({"workload": workload.name, "size": args.size, "batch_per_node": batch,
+                    "nodes": args.nodes, "far_more": FAR_MORE, "layers": layers})
+        return EXIT_OK
+    rows = [[row["name"], row["kind"], f"{row['parameters']:,}",
+             f"{row['activation_elements']:,}", f"{row['flops'] / 1e6:,.1f}",
+             f"{row['ratio']:.3g}", row["parallelism"]] for row in layers]
+    rows.append(["total", "", f"{sum(r['parameters'] for r in layers):,}", "",
+                 f"{sum(r['flops'] for r in layers) / 1e6:,.1f}", "", ""])
+    print(f"{workload.name} ({args.size}), batch {batch} per node, {args.nodes} node(s)")
+    print(render_table(("layer", "type", "parameters", "activations/sample",
+                        "MFLOP/sample", "P/(A·b·N)", "parallel"), rows))
+    print(f"P/(A·b·N): gradient elements per activation element moved; model parallel where "
+          f"it is >= {FAR_MORE:g} (gradients far outnumber activations), data parallel "
+          "otherwise.")
     return EXIT_OK

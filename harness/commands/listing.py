@@ -25,6 +25,7 @@ def command(args: argparse.Namespace) -> int:
     from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
     from harness.collectors import COLLECTORS
     from harness.run.suites import builtin_names, load_suite
+    from harness.strategies import STRATEGIES
     from workloads import WORKLOADS
 
     data = {
@@ -34,6 +35,12 @@ def command(args: argparse.Namespace) -> int:
                      for e in _entries(COMPUTE_BACKENDS)],
         "comm": _entries(COMM_BACKENDS),
         "launchers": _entries(LAUNCHERS),
+        "strategies": [{"name": n, "family": STRATEGIES.get(n).family,
+                        "summary": STRATEGIES.get(n).summary,
+                        "engine": STRATEGIES.get(n).engine,
+                        "options": {o.name: {"default": o.default, "help": o.help}
+                                    for o in STRATEGIES.get(n).options}}
+                       for n in STRATEGIES],
         "suites": [{"name": n, "description": load_suite(n).description}
                    for n in builtin_names()],
         "collectors": COLLECTORS.names(),
@@ -49,6 +56,11 @@ def command(args: argparse.Namespace) -> int:
         for e in data[section]:
             state = "available" if e["available"] else f"unavailable: {e['reason']}"
             print(f"  {e['name']:<10} {state}")
+    print("strategies:")
+    for s in data["strategies"]:
+        options = ", ".join(f"{k}={v['default']}" for k, v in s["options"].items())
+        print(f"  {s['name']:<10} {s['family']}: {s['summary']}"
+              + (f"  [options: {options}]" if options else ""))
     print("suites:")
     for s in data["suites"]:
         print(f"  {s['name']:<10} {s['description']}")

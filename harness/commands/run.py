@@ -13,7 +13,7 @@ from harness.commands.arguments import (
     non_negative_int,
     positive_int,
 )
-from harness.core.errors import UsageError
+from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
 from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import (
@@ -21,12 +21,14 @@ from harness.core.spec import (
     COMPRESSIONS,
     LAUNCHER_CHOICES,
     MODES,
+    PEAK_SOURCES,
     PRECISIONS,
     SIZES,
     LaunchOptions,
     RunSpec,
 )
 from harness.records.store import Store
+from harness.run.guard import check_all
 from harness.run.plan import plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
@@ -35,7 +37,8 @@ from harness.run.summary import summary_table
 
 CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
                 "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "data", "seed", "bucket_mb", "compression")
+                "channels_last", "compile", "data", "seed", "bucket_mb", "compression", "peak",
+                "strategy", "strategy_options", "straggler")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master-addr")
     parser.add_argument("--master-port", type=positive_int)
     parser.add_argument("--hostfile")
+    parser.add_argument("--strategy", action="append",
+                        help="how the run is distributed (dtbench list shows them); repeatable")
+    parser.add_argument("--strategy-opt", dest="strategy_options", action="append",
+                        metavar="KEY=VALUE", help="an option of the strategy; repeatable")
+    parser.add_argument("--straggler", metavar="RANK:FACTOR",
+                        help="that rank's compute takes FACTOR times as long, e.g. 1:3")
     parser.add_argument("--bucket-mb", type=positive_int, help="DDP gradient bucket size (MiB)")
     parser.add_argument("--compression", choices=COMPRESSIONS,
                      help="gradient compression hook for multi-rank runs")
@@ -69,12 +78,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile", action="store_true", default=None, help="torch.compile")
     parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
                      default=None)
+    parser.add_argument("--peak", choices=PEAK_SOURCES,
+                        help="where peak_flops (the MFU denominator) comes from: in-run "
+                        "(timed before and after the measured steps; default) or cached (the "
+                        "highest reading of `dtbench peak` on this hardware); "
+                        "DTBENCH_PEAK sets the default")
+    parser.add_argument("--oversubscribe", action="store_true",
+                        help="run even when ranks x threads exceed 4x the usable cores or the "
+                        "estimated memory exceeds the machine's")
     parser.add_argument("--data", help="user data: .npz/.h5 images+labels, or text for lstm")
     parser.add_argument("--out", default="results", help="results store (default ./results)")
     parser.add_argument("--json", dest="json_file", help="also write this run's records here")
     parser.add_argument("--resume", action="store_true",
                      help="skip runs that already have success records in the store")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+
+
+def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
+    """--strategy-opt KEY=VALUE (repeatable) as a dict; the strategy types and checks them."""
+    if not pairs:
+        return None
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--strategy-opt {pair!r}: expected KEY=VALUE, e.g. period=4")
+        found[key.strip()] = value.strip()
+    return found
 
 
 def merge_repeated(values: list[Any] | None) -> list[Any] | None:
@@ -92,8 +122,9 @@ def merge_repeated(values: list[Any] | None) -> list[Any] | None:
 
 def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
-    for key in ("workload", "size", "backend", "comm", "precision", "nproc"):
+    for key in ("workload", "size", "backend", "comm", "precision", "nproc", "strategy"):
         options[key] = merge_repeated(options[key])
+    options["strategy_options"] = strategy_opts(args.strategy_options)
     return options
 
 
@@ -140,6 +171,7 @@ def command(args: argparse.Namespace) -> int:
     store = Store(args.out)
     json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
+    check_all([spec for spec, _ in planned], args.oversubscribe)
     store.ensure_writable()
     store.reconcile_index()
 
@@ -168,7 +200,14 @@ def command(args: argparse.Namespace) -> int:
         print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
               if work else "nothing to run: every planned run is already complete")
     print(f"records: {store.root}", file=sys.stderr)
-    return 1 if any(r["status"] == "failed" for r in records) else 0
+    if any(r["status"] == "failed" for r in records):
+        return EXIT_FAILED
+    if records and all(r["status"] == "skipped" for r in records):
+        reasons = sorted({str(r["error"]) for r in records})
+        print(f"dtbench: nothing ran: every run was skipped ({'; '.join(reasons)})",
+              file=sys.stderr)
+        return EXIT_NOTHING_RAN
+    return EXIT_OK
 
 
 def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:

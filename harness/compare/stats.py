@@ -147,11 +147,41 @@ class RatioTest:
             raise ValueError("both sides need runs with samples")
         return cls.of(a, b, resamples, seed, level="runs")
 
+    @classmethod
+    def exact(cls, baseline: float, candidate: float) -> RatioTest:
+        """Two computed (not measured) values: the ratio is known exactly, no interval."""
+        ratio = ratio_of(baseline, candidate)
+        p_value = 1.0 if baseline == candidate else 0.0
+        return cls(1, 1, baseline, candidate, ratio, ratio, ratio, p_value, "exact")
+
+    @classmethod
+    def of_summaries(cls, baseline: Sequence[dict[str, float]],
+                     candidate: Sequence[dict[str, float]]) -> RatioTest:
+        """From summary statistics alone (mean, stddev and rounds per run), for files saved
+        without per-round data (pytest-benchmark's --benchmark-save): the ratio of means, a
+        95% CI of it by the delta method, and Welch's t-test p-value. Several runs on a side
+        are pooled as one sample (their rounds and within-run variances combined)."""
+        from scipy.stats import norm, ttest_ind_from_stats
+
+        base, cand = _pooled_summary(baseline), _pooled_summary(candidate)
+        (m1, s1, n1), (m2, s2, n2) = base, cand
+        ratio = ratio_of(m1, m2)
+        if not math.isfinite(ratio) or m1 <= 0 or m2 <= 0:
+            return cls(int(n1), int(n2), m1, m2, ratio, math.nan, math.nan, math.nan, "summary")
+        relative = math.sqrt((s1 / m1) ** 2 / n1 + (s2 / m2) ** 2 / n2)
+        spread = float(norm.ppf(1 - (1 - CONFIDENCE) / 2)) * ratio * relative
+        if s1 == 0 and s2 == 0:
+            p_value = 0.0 if m1 != m2 else 1.0
+        else:
+            p_value = float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
+        return cls(int(n1), int(n2), m1, m2, ratio, ratio - spread, ratio + spread, p_value,
+                   "summary")
+
     def significant(self, higher_is_better: bool, worse: bool, alpha: float = ALPHA) -> bool:
         """The CI lies wholly on the worse (or, with worse=False, the better) side of 1, and
         (for step samples) the rank test agrees. Between a few runs a rank test cannot reach
         p < 0.05 (3 against 3: p >= 0.1), so at run level the bootstrap interval decides."""
-        if self.level == "samples" and not (self.p_value < alpha):
+        if self.level in ("samples", "summary", "exact") and not (self.p_value < alpha):
             return False
         below = self.ci_high < 1.0
         above = self.ci_low > 1.0
@@ -169,3 +199,12 @@ class RatioTest:
             "p_value": self.p_value,
             "level": self.level,
         }
+
+
+def _pooled_summary(runs: Sequence[dict[str, float]]) -> tuple[float, float, float]:
+    """(mean, stddev, count) of runs given as {mean, stddev, rounds}, pooled as one sample."""
+    count = sum(r["rounds"] for r in runs)
+    mean = sum(r["mean"] * r["rounds"] for r in runs) / count
+    squares = sum((r["rounds"] - 1) * r["stddev"] ** 2 + r["rounds"] * (r["mean"] - mean) ** 2
+                  for r in runs)
+    return mean, math.sqrt(squares / max(1, count - 1)), count

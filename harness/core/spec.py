@@ -14,6 +14,8 @@ MODES = ("throughput", "ttt")
 COMM_CHOICES = ("none", "gloo", "mpi", "nccl")
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
+# Where peak_flops comes from: measured in the run itself, or the per-machine cache.
+PEAK_SOURCES = ("in-run", "cached")
 
 # Environment variables that change performance; their values are part of a run's identity.
 PERF_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "DNNL_", "ONEDNN_", "NCCL_", "GLOO_", "CUDA_",
@@ -25,6 +27,14 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The subset of the environment that changes performance, sorted for stable keys."""
     environ = dict(os.environ if environ is None else environ)
     return {k: environ[k] for k in sorted(environ) if k.startswith(PERF_ENV_PREFIXES)}
+
+
+# Spec fields newer than the first records, with the values that reproduce their keys.
+KEY_DEFAULTS: dict[str, Any] = {"strategy": "ddp", "strategy_options": {}, "straggler": None}
+# Options of the ddp strategy that older records kept as spec fields (and in their keys).
+DDP_SPEC_OPTIONS = {"bucket_mb": 25, "compression": "none"}
+# Derived or descriptive fields that never make two runs different experiments.
+NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas")
 
 
 @dataclass(frozen=True)
@@ -49,11 +59,18 @@ class RunSpec:
     threads: int = 0
     channels_last: bool = True
     compile: bool = False
-    bucket_mb: int = 25
-    compression: str = "none"
     data: str | None = None
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    peak: str = "in-run"
+    strategy: str = "ddp"
+    # the strategy's options, validated and typed by the strategy, sorted by name
+    strategy_options: tuple[tuple[str, Any], ...] = ()
+    # (rank, factor): that rank's compute takes factor times as long (heterogeneity)
+    straggler: tuple[int, float] | None = None
+    # data-parallel replicas that each take batch_per_rank samples a step (0: every rank);
+    # set from the strategy when the spec is planned (pipeline stages share one batch)
+    replicas: int = 0
 
     @property
     def world_size(self) -> int:
@@ -61,25 +78,48 @@ class RunSpec:
 
     @property
     def global_batch(self) -> int:
-        return self.batch_per_rank * self.world_size
+        """Samples consumed per step by the whole job."""
+        return self.batch_per_rank * (self.replicas or self.world_size)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The strategy's options as a dict."""
+        return dict(self.strategy_options)
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return self.options.get(name, default)
 
     @property
     def distributed(self) -> bool:
         return self.world_size > 1 or self.comm != "none"
 
     def key(self) -> str:
-        """A short stable hash of the fields that make two runs comparable (not seed or suite)."""
-        identity = {k: v for k, v in self.as_dict().items() if k not in ("suite", "seed", "env")}
+        """A short stable hash of the fields that make two runs comparable (not seed, suite,
+        environment or where the peak came from). Fields added since records were first
+        written are left out while they hold their defaults, so the key of an unchanged
+        experiment stays what older records carry."""
+        identity = {k: v for k, v in self.as_dict().items()
+                    if k not in NOT_IN_KEY and not (k in KEY_DEFAULTS and v == KEY_DEFAULTS[k])}
+        if self.strategy == "ddp":
+            # ddp's bucket size and compression were spec fields before strategies existed.
+            options = identity.pop("strategy_options", {})
+            identity.update({name: options.get(name, default)
+                             for name, default in DDP_SPEC_OPTIONS.items()})
+            identity.update({k: v for k, v in options.items() if k not in DDP_SPEC_OPTIONS})
         blob = json.dumps(identity, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def label(self) -> str:
+        options = "".join(f" {k}={v}" for k, v in self.strategy_options)
         return (f"{self.workload}/{self.size} {self.backend} {self.precision} "
-                f"comm={self.comm} ws={self.world_size} bs={self.batch_per_rank}")
+                f"comm={self.comm} ws={self.world_size} bs={self.batch_per_rank} "
+                f"{self.strategy}{options}")
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["env"] = dict(self.env)
+        data["strategy_options"] = dict(self.strategy_options)
+        data["straggler"] = list(self.straggler) if self.straggler else None
         data["world_size"] = self.world_size
         data["global_batch"] = self.global_batch
         return data
@@ -89,10 +129,19 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunSpec:
-        """Inverse of as_dict (derived fields dropped, env back to pairs)."""
+        """Inverse of as_dict (derived fields dropped, env back to pairs). A record from before
+        strategies existed reads as ddp, its bucket size and compression as ddp's options."""
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         values["env"] = tuple(sorted(dict(values.get("env") or {}).items()))
+        options = dict(values.get("strategy_options") or {})
+        if values.get("strategy", "ddp") == "ddp":
+            for name, default in DDP_SPEC_OPTIONS.items():
+                if name in data and data[name] != default:
+                    options.setdefault(name, data[name])
+        values["strategy_options"] = tuple(sorted(options.items()))
+        straggler = values.get("straggler")
+        values["straggler"] = (int(straggler[0]), float(straggler[1])) if straggler else None
         return cls(**values)
 
 

@@ -2,39 +2,52 @@
 from __future__ import annotations
 
 import math
-import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 
-def median_ci(sorted_samples: list[float], confidence: float = 0.95) -> tuple[float, float]:
+
+def median_ci(sorted_samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """Order-statistic confidence interval of the median (binomial, no normality assumed).
 
-    With fewer than 6 samples no pair of order statistics reaches 95%, so the interval is the
-    full range and callers should read it as a variance warning rather than a tight bound.
+    k is the largest count with P(Binomial(n, 1/2) <= k - 1) <= (1 - confidence) / 2, and the
+    interval is [x_(k), x_(n-k+1)]; scipy's binomial distribution gives k in O(log n) (the
+    sort before it is the O(n log n) part). With fewer than 6 samples no pair of order
+    statistics reaches 95%, so the interval is the full range and callers should read it as a
+    variance warning rather than a tight bound.
     """
     n = len(sorted_samples)
     if n == 0:
         return (math.nan, math.nan)
-    tail = (1.0 - confidence) / 2
-    # k = the largest count with P(Binomial(n, 1/2) <= k - 1) <= tail; CI = [x_(k), x_(n-k+1)].
-    k, cumulative = 0, 0.0
-    while k < n and cumulative + math.comb(n, k) / 2**n <= tail:
-        cumulative += math.comb(n, k) / 2**n
-        k += 1
+    k = _order_statistic(n, (1.0 - confidence) / 2)
     if k < 1:
-        return (sorted_samples[0], sorted_samples[-1])
-    return (sorted_samples[k - 1], sorted_samples[n - k])
+        return (float(sorted_samples[0]), float(sorted_samples[-1]))
+    return (float(sorted_samples[k - 1]), float(sorted_samples[n - k]))
 
 
-def _quantile(sorted_samples: list[float], q: float) -> float:
+def _order_statistic(n: int, tail: float) -> int:
+    """The largest k in 0..n with P(Binomial(n, 1/2) <= k - 1) <= tail."""
+    from scipy.stats import binom
+
+    # binom.ppf gives the smallest j with cdf(j) >= tail; step back over float ties.
+    k = int(binom.ppf(tail, n, 0.5))
+    while k > 0 and binom.cdf(k - 1, n, 0.5) > tail:
+        k -= 1
+    while k < n and binom.cdf(k, n, 0.5) <= tail:
+        k += 1
+    return min(k, n)
+
+
+def _quantile(sorted_samples: Sequence[float] | np.ndarray, q: float) -> float:
     if len(sorted_samples) == 1:
-        return sorted_samples[0]
+        return float(sorted_samples[0])
     position = q * (len(sorted_samples) - 1)
     below = math.floor(position)
     above = min(below + 1, len(sorted_samples) - 1)
     weight = position - below
-    return sorted_samples[below] * (1 - weight) + sorted_samples[above] * weight
+    return float(sorted_samples[below] * (1 - weight) + sorted_samples[above] * weight)
 
 
 @dataclass(frozen=True)
@@ -55,20 +68,20 @@ class Stats:
     fields = ("n", "min", "max", "median", "mean", "q1", "q3", "iqr", "stddev", "ci95")
 
     @classmethod
-    def of(cls, samples: list[float]) -> Stats:
-        if not samples:
+    def of(cls, samples: Sequence[float] | np.ndarray) -> Stats:
+        if len(samples) == 0:
             raise ValueError("no samples to summarise")
-        ordered = sorted(float(s) for s in samples)
+        ordered = np.sort(np.asarray(samples, dtype=float))
         ci_low, ci_high = median_ci(ordered)
         return cls(
-            n=len(ordered),
-            min=ordered[0],
-            max=ordered[-1],
-            median=statistics.median(ordered),
-            mean=statistics.fmean(ordered),
+            n=int(ordered.size),
+            min=float(ordered[0]),
+            max=float(ordered[-1]),
+            median=float(np.median(ordered)),
+            mean=float(np.mean(ordered)),
             q1=_quantile(ordered, 0.25),
             q3=_quantile(ordered, 0.75),
-            stddev=statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
+            stddev=float(np.std(ordered, ddof=1)) if ordered.size > 1 else 0.0,
             ci_low=ci_low,
             ci_high=ci_high,
         )

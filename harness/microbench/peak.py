@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import statistics
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from harness.core.files import write_atomic
 from harness.microbench.timing import time_calls
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-GEMM_SIZES = {"cpu": (1024, 2048), "cuda": (4096, 8192)}
+GEMM_SIZES = {"cpu": (256, 512, 1024, 2048), "cuda": (2048, 4096, 8192)}
 COPY_BYTES = {"cpu": 256 * 2**20, "cuda": 1024 * 2**20}
 
 
@@ -65,25 +66,43 @@ def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str,
 
 
 def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
+                 budget_s: float = 4.0, device: torch.device | None = None,
                  gemm_sizes: tuple[int, ...] | None = None,
                  copy_bytes: int | None = None) -> PeakResult:
     """Time square matmuls and a large copy on the backend's device, in this process (sizes
-    default to GEMM_SIZES and COPY_BYTES of the device type)."""
+    default to GEMM_SIZES and COPY_BYTES of the device type).
+
+    Sizes grow until a size would not fit the engine's time budget: on a CPU without bf16
+    instructions torch.mm in bf16 runs at about 1 GFLOP/s, where a 2048-cube takes 17 s a
+    call, while oneDNN reaches twenty times that. `budget_s` bounds each engine's share.
+    """
     from backends import COMPUTE_BACKENDS
 
     backend = COMPUTE_BACKENDS.get(backend_name)()
     settings = backend.configure(threads, precision)
-    device = backend.device()
+    device = device or backend.device()
     dtype = DTYPES[precision]
     per_size: dict[str, float] = {}
+    spent: dict[str, float] = {}
+    last_call: dict[str, float] = {}
     for n in gemm_sizes or GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
         for engine, gemm in _gemm_engines(n, device, dtype).items():
-            times = time_calls(gemm, backend, device, warmup=2, min_reps=reps)
-            per_size[f"{engine} {n}"] = 2 * n**3 / statistics.median(times)
+            left = budget_s - spent.get(engine, 0.0)
+            # A call costs about 8x the previous size's: skip sizes that cannot be timed.
+            if engine in last_call and 8 * last_call[engine] * 3 > left:
+                continue
+            started = time.perf_counter()
+            # Two timed calls at least, then more while half the engine's budget lasts.
+            times = time_calls(gemm, backend, device, warmup=1, min_reps=min(2, reps),
+                               max_reps=reps, budget_s=max(0.0, left / 2))
+            spent[engine] = spent.get(engine, 0.0) + time.perf_counter() - started
+            last_call[engine] = statistics.median(times)
+            per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
     elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
-    copy_times = time_calls(lambda: dst.copy_(src), backend, device, warmup=1, min_reps=reps)
+    copy_times = time_calls(lambda: dst.copy_(src), backend, device, warmup=1,
+                            min_reps=min(2, reps), max_reps=reps, budget_s=budget_s / 4)
     bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
     return PeakResult(
         backend=backend_name, device_name=backend.device_name(device), precision=precision,
@@ -92,10 +111,26 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
         measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__)
 
 
-def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
-    from harness.core.hardware import machine_id
+IN_RUN_BUDGET_S = 0.3
 
-    return (f"{machine_id()}|{backend}|{device_name}|{precision}|threads={threads}|"
+
+def in_run_reading(backend_name: str, precision: str, threads: int, device: torch.device,
+                   when: str) -> dict[str, Any]:
+    """A quick peak reading inside a run (`when` = before/after the measured steps): the same
+    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine."""
+    result = measure_peak(backend_name, precision, threads, reps=5, budget_s=IN_RUN_BUDGET_S,
+                          device=device)
+    return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,
+            "per_size": result.per_size, "threads": result.threads,
+            "measured_at": result.measured_at}
+
+
+def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
+    """The cache entry of a device, keyed by the hardware (not machine_id, which VMs built
+    from one image share whatever CPU they land on)."""
+    from harness.core.hardware import local_hardware_key
+
+    return (f"{local_hardware_key()}|{backend}|{device_name}|{precision}|threads={threads}|"
             f"{torch.__version__}")
 
 

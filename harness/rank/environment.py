@@ -18,7 +18,7 @@ from typing import Any
 import torch.distributed as dist
 
 from harness.core.files import write_atomic
-from harness.core.spec import RunSpec
+from harness.strategies.meter import COUNTED_BACKENDS, CommMeter, register_counted_backend
 
 
 @dataclass(frozen=True)
@@ -41,23 +41,28 @@ def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
     return RankIdentity(*mpi_world_from_env(env))
 
 
-def init_comm(spec: RunSpec, who: RankIdentity, timeout_s: float) -> None:
-    """Join the job's process group over the spec's communication backend."""
+def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
+              meter: CommMeter | None = None) -> None:
+    """Join the job's process group over the spec's communication backend; with a meter,
+    through the counting wrapper of harness/strategies/meter.py (gloo and MPI)."""
     timeout = dt.timedelta(seconds=timeout_s)
+    backend = spec.comm
+    if meter is not None and spec.comm in COUNTED_BACKENDS:
+        backend = register_counted_backend(spec.comm, meter)
     if spec.comm == "mpi":
         from backends.mpi_pg import init_mpi_process_group
 
-        init_mpi_process_group()
+        init_mpi_process_group(backend=backend if meter is not None else None)
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         raise RuntimeError("MASTER_PORT is not set for a gloo/nccl rendezvous")
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         # torchrun's agent already serves the rendezvous store; the ranks only join it.
-        dist.init_process_group(backend=spec.comm, init_method="env://", rank=who.rank,
+        dist.init_process_group(backend=backend, init_method="env://", rank=who.rank,
                                 world_size=who.world_size, timeout=timeout)
         return
-    dist.init_process_group(backend=spec.comm, store=rendezvous_store(who, timeout),
+    dist.init_process_group(backend=backend, store=rendezvous_store(who, timeout),
                             rank=who.rank, world_size=who.world_size, timeout=timeout)
 
 

@@ -15,6 +15,7 @@ from harness.rank import mlperf
 from harness.rank.faults import CHECK_SYNC_VAR, check_finite, inject_fault, parameter_checksum
 from harness.rank.result import RankResult
 from harness.rank.trainer import Trainer
+from harness.strategies.meter import CommMeter
 
 ProgressFn = Callable[[str, int, int], None]
 
@@ -23,10 +24,40 @@ def _no_progress(phase: str, done: int, total: int) -> None:
     return None
 
 
+def _peak_reading(trainer: Trainer, result: RankResult, when: str) -> None:
+    """With --peak in-run, time the device's GEMM peak and copy bandwidth now."""
+    spec = trainer.spec
+    if spec.peak != "in-run":
+        return
+    from harness.microbench.peak import in_run_reading
+
+    threads = int(trainer.settings.get("threads", spec.threads))
+    result.peak_readings.append(in_run_reading(spec.backend, spec.precision, threads,
+                                               trainer.device, when))
+
+
+def _finish(trainer: Trainer, result: RankResult, measured: int) -> None:
+    """What every loop reports besides times: counted bytes, phases, state, the role."""
+    strategy = trainer.strategy
+    if trainer.meter is not None:
+        result.comm_bytes = trainer.meter.steps[-measured:] if measured else []
+    result.phase_times = strategy.clock.steps[-measured:] if measured else []
+    result.state_bytes = strategy.state_bytes()
+    result.role = strategy.role
+    result.strategy_stats = strategy.step_stats()
+    strategy.finish()
+
+
+def _end_step(trainer: Trainer) -> None:
+    if trainer.meter is not None:
+        trainer.meter.end_step()
+
+
 def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
-                   progress: ProgressFn = _no_progress) -> RankResult:
+                   progress: ProgressFn = _no_progress,
+                   meter: CommMeter | None = None) -> RankResult:
     """Warm up, then time `spec.steps` steps on one fixed synthetic batch."""
-    trainer = Trainer(spec, rank, local_rank)
+    trainer = Trainer(spec, rank, local_rank, meter)
     result = trainer.new_result()
     generator = torch.Generator().manual_seed(spec.seed + rank)
     inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank, "cpu",
@@ -35,8 +66,10 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     backend, device = trainer.backend, trainer.device
     for index in range(spec.warmup):
         trainer.step(inputs, targets)
+        _end_step(trainer)
         progress("warmup", index + 1, spec.warmup)
     backend.synchronize(device)
+    _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     meter = backend.energy_meter(device)
     energy_start = meter.joules() if meter is not None else None
@@ -50,45 +83,47 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         timer.start()
         losses[index] = trainer.step(inputs, targets)
         timer.stop()
+        _end_step(trainer)
         if check_sync:
             result.param_checksums.append(parameter_checksum(trainer.model))
         progress("measure", index + 1, spec.steps)
     backend.synchronize(device)
     result.step_times = timer.samples()
+    _peak_reading(trainer, result, "after")
     if meter is not None and energy_start is not None:
         result.energy_joules = meter.joules() - energy_start
     else:
         result.energy_reason = backend.energy_unavailable_reason()
     result.peak_memory = backend.peak_memory(device)
     result.losses = [float(v) for v in losses.cpu()]
-    if trainer.comm_counter is not None:
-        result.comm_payload_bytes = trainer.comm_counter.payload_bytes[-spec.steps:]
+    _finish(trainer, result, spec.steps)
     check_finite(result.losses, spec.warmup)
     return result
 
 
 def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local_rank: int = 0,
-                      progress: ProgressFn = _no_progress) -> RankResult:
+                      progress: ProgressFn = _no_progress,
+                      meter: CommMeter | None = None) -> RankResult:
     """Train on real data until the quality target is reached (MLPerf timing rules)."""
     log = mlperf.RunLog(log_path if rank == 0 else None)
     try:
-        return _time_to_train(spec, log, rank, local_rank, progress)
+        return _time_to_train(spec, log, rank, local_rank, progress, meter)
     finally:
         log.close()
 
 
 def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int,
-                   progress: ProgressFn) -> RankResult:
+                   progress: ProgressFn, meter: CommMeter | None) -> RankResult:
     log.event(mlperf.SUBMISSION_BENCHMARK, spec.workload)
     log.start(mlperf.INIT_START)
-    trainer = Trainer(spec, rank, local_rank)
+    trainer = Trainer(spec, rank, local_rank, meter)
     result = trainer.new_result()
     target = trainer.preset.target
     try:
         train, evaluation = trainer.workload.datasets(spec.size, spec.data, spec.seed)
     except NotImplementedError as exc:
         raise SkipRun(str(exc)) from None
-    if len(train) < spec.batch_per_rank * spec.world_size:
+    if len(train) < spec.global_batch:
         raise RunFailed(f"training set has {len(train)} samples, fewer than one global batch "
                         f"of {spec.global_batch}")
     log.event(mlperf.SEED, spec.seed)
@@ -99,9 +134,11 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     log.end(mlperf.INIT_STOP)
     generator = torch.Generator().manual_seed(spec.seed)
     backend, device = trainer.backend, trainer.device
+    _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     timer = backend.timer(device)
-    steps_per_epoch = len(train) // spec.world_size // spec.batch_per_rank
+    shard = trainer.data_shard()
+    steps_per_epoch = len(train) // shard[1] // spec.batch_per_rank
     total_steps = steps_per_epoch * target.max_epochs
     losses = torch.empty(total_steps, device=device)
     step = 0
@@ -111,12 +148,12 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     quality: dict[str, float] = {}
     for epoch in range(1, target.max_epochs + 1):
         log.start(mlperf.EPOCH_START, metadata={"epoch_num": epoch})
-        for inputs, targets in train.batches(spec.batch_per_rank, generator,
-                                             shard=(rank, spec.world_size)):
+        for inputs, targets in train.batches(spec.batch_per_rank, generator, shard=shard):
             inputs, targets = trainer.to_device(inputs, targets)
             timer.start()
             losses[step] = trainer.step(inputs, targets)
             timer.stop()
+            _end_step(trainer)
             step += 1
             progress("train", step, total_steps)
         log.end(mlperf.EPOCH_STOP, metadata={"epoch_num": epoch})
@@ -140,6 +177,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     elapsed = time.perf_counter() - started
     log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
                                        else mlperf.STATUS_ABORTED})
+    _peak_reading(trainer, result, "after")
     result.step_times = timer.samples()
     result.losses = [float(v) for v in losses[:step].cpu()]
     result.peak_memory = backend.peak_memory(device)
@@ -148,4 +186,5 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     result.time_to_train = elapsed
     result.events = log.events
     result.energy_reason = backend.energy_unavailable_reason()
+    _finish(trainer, result, step)
     return result

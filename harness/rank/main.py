@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.rank.environment import RankReporter, gather_results, identity_from_env, init_comm
     from harness.rank.loops import run_throughput, run_time_to_train
+    from harness.strategies.meter import CommMeter
 
     run_dir = Path(args.run_dir)
     # Ranks on other hosts may not see node 0's run directory: the spec also travels in the
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         if who.world_size != spec.world_size:
             raise RunFailed(f"launcher started {who.world_size} ranks, spec asks for "
                             f"{spec.world_size}")
-        init_comm(spec, who, args.timeout)
+        meter = CommMeter() if spec.kind == "train" else None
+        init_comm(spec, who, args.timeout, meter)
         reporter.heartbeat("init", 0, 0, force=True)
         if spec.kind == "comm":
             from harness.microbench.collectives import run_collectives
@@ -65,10 +67,15 @@ def main(argv: list[str] | None = None) -> int:
         elif spec.mode == "ttt":
             result_dict = run_time_to_train(spec, Path(args.log) if args.log else None,
                                             who.rank, who.local_rank,
-                                            progress=reporter.heartbeat).as_dict()
+                                            progress=reporter.heartbeat, meter=meter).as_dict()
         else:
             result_dict = run_throughput(spec, who.rank, who.local_rank,
-                                         progress=reporter.heartbeat).as_dict()
+                                         progress=reporter.heartbeat, meter=meter).as_dict()
+        if spec.nnodes > 1 and who.local_rank == 0:
+            # Every node's own fingerprint, not rank 0's only: nodes may differ.
+            from harness.records.fingerprint import machine_info, node_summary
+
+            result_dict["node"] = node_summary(machine_info())
         gathered = gather_results(result_dict) or [result_dict]
         if who.rank == 0:
             write_atomic(run_dir / "result.json", json.dumps(gathered))

@@ -24,8 +24,19 @@ class RankResult:
     target_reached: bool | None = None
     time_to_train: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
-    comm_payload_bytes: list[int] = field(default_factory=list)
+    # Bytes this rank sent in each measured step, by kind (counted, harness/strategies/meter)
+    comm_bytes: list[dict[str, int]] = field(default_factory=list)
+    # Seconds per phase (forward, backward, exchange, optimizer, ...) of each measured step
+    phase_times: list[dict[str, float]] = field(default_factory=list)
+    # Bytes of parameters, gradients and optimizer state this rank holds after the steps
+    state_bytes: dict[str, int] = field(default_factory=dict)
+    role: str = "worker"
+    strategy_stats: dict[str, Any] = field(default_factory=dict)
     param_checksums: list[float] = field(default_factory=list)
+    # In-run peak readings of this rank's device: {"when", "flops", "memory_bandwidth", ...}.
+    peak_readings: list[dict[str, Any]] = field(default_factory=list)
+    # This node's fingerprint summary, from the first rank of each node of a multi-node run.
+    node: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RankResult:

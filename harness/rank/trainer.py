@@ -1,20 +1,25 @@
-"""The training step of a spec on its backend, shared by throughput and time-to-train loops."""
+"""One rank's trainer: the backend and device, the recipe (model, optimizer, loss, precision)
+and the strategy that distributes it; shared by the throughput and time-to-train loops."""
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
+from torch import nn
 
 from harness.core.spec import RunSpec
 from harness.rank.result import RankResult
+from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
+from harness.strategies.meter import CommMeter
 
 
 class Trainer:
-    """The training step of a spec on its backend, shared by throughput and time-to-train."""
+    """The training step of a spec on its backend, under its strategy."""
 
-    def __init__(self, spec: RunSpec, rank: int = 0, local_rank: int = 0) -> None:
+    def __init__(self, spec: RunSpec, rank: int = 0, local_rank: int = 0,
+                 meter: CommMeter | None = None) -> None:
         from backends import COMPUTE_BACKENDS
-        from backends.ipex import ipex_availability, ipex_optimize
         from workloads import get_workload
 
         self.spec = spec
@@ -24,28 +29,53 @@ class Trainer:
         self.backend = COMPUTE_BACKENDS.get(spec.backend)()
         self.device = self.backend.device(local_rank)
         self.settings = self.backend.configure(spec.threads, spec.precision)
-        # The same seed on every rank: data parallelism starts from identical parameters.
-        torch.manual_seed(spec.seed)
-        model = self.workload.build_model(spec.size)
-        channels_last = spec.channels_last and self.workload.image_model
-        self.channels_last = channels_last
-        self.model = self.backend.prepare_model(model, self.device, channels_last, spec.compile)
-        self.comm_counter = None
-        if spec.distributed:
-            from harness.strategies.ddp import wrap_data_parallel
-
-            self.model = wrap_data_parallel(self.model, spec, self.device)
-            self.comm_counter = self.model.dtbench_comm_counter
+        self.channels_last = spec.channels_last and self.workload.image_model
+        self.meter = meter
+        self.recipe = self._recipe()
+        place = RankPlace(rank, spec.world_size, local_rank, self.device)
+        self.strategy: Strategy = STRATEGIES.get(spec.strategy)(spec, place, self.recipe, meter)
+        self.strategy.setup()
+        # Dropout and data differ by rank; parameters were seeded alike before this.
         torch.manual_seed(spec.seed + rank)
-        self.optimizer = self.workload.optimizer(self.model, spec.size)
+        if meter is not None:
+            meter.discard()  # set-up traffic (broadcasts, mesh creation) is no step's
+        self.settings.update(channels_last=self.channels_last, compile=spec.compile,
+                             strategy=spec.strategy, role=self.strategy.role)
+        self.straggler_factor = (spec.straggler[1] if spec.straggler
+                                 and spec.straggler[0] == rank else 1.0)
+
+    def _recipe(self) -> Recipe:
+        from backends.ipex import ipex_availability, ipex_optimize
+
+        spec, workload = self.spec, self.workload
+        optimizer_class, optimizer_kwargs = workload.optimizer_spec(spec.size)
+
+        def build_model() -> nn.Module:
+            # The same seed on every rank: replicas (and shards) start from the same numbers.
+            torch.manual_seed(spec.seed)
+            model = workload.build_model(spec.size)
+            return self.backend.prepare_model(model, self.device, self.channels_last,
+                                              spec.compile)
+
+        ipex = None
         self.settings["ipex"] = False
         if spec.backend == "cpu" and ipex_availability().available:
-            self.model, self.optimizer = ipex_optimize(self.model, self.optimizer, spec.precision)
             self.settings["ipex"] = True
-        self.scaler = self.backend.grad_scaler(spec.precision)
-        self.grad_clip = self.preset.extra.get("grad_clip")
-        self.settings["channels_last"] = channels_last
-        self.settings["compile"] = spec.compile
+
+            def ipex(model: nn.Module, optimizer: Any) -> tuple[nn.Module, Any]:
+                return ipex_optimize(model, optimizer, spec.precision)
+
+        return Recipe(build_model=build_model,
+                      build_optimizer=lambda params: optimizer_class(params, **optimizer_kwargs),
+                      optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs,
+                      loss=workload.loss, autocast=self.autocast, device=self.device,
+                      grad_clip=self.preset.extra.get("grad_clip"),
+                      scaler=self.backend.grad_scaler(spec.precision), compile=spec.compile,
+                      ipex=ipex)
+
+    @property
+    def model(self) -> nn.Module:
+        return self.strategy.eval_model()
 
     def autocast(self) -> Any:
         return self.backend.autocast(self.device, self.spec.precision)
@@ -58,25 +88,22 @@ class Trainer:
         return inputs, targets.to(self.device, non_blocking=True)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """One optimizer step; returns the detached loss without forcing a device sync."""
-        self.optimizer.zero_grad(set_to_none=True)
-        with self.autocast():
-            loss = self.workload.loss(self.model(inputs), targets)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            if self.grad_clip:
-                self.scaler.unscale_(self.optimizer)
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            loss.backward()
-            if self.grad_clip:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
-            self.optimizer.step()
-        if self.comm_counter is not None:
-            self.comm_counter.end_step()
-        return loss.detach()
+        """One step of the strategy; returns the detached loss without forcing a device sync.
+        A straggler (--straggler RANK:FACTOR) then idles (FACTOR-1) times the step's compute."""
+        started = time.perf_counter()
+        loss = self.strategy.step(inputs, targets)
+        if self.straggler_factor > 1.0:
+            phases = self.strategy.clock.steps[-1] if self.strategy.clock.steps else {}
+            compute = sum(phases.get(name, 0.0) for name in ("forward", "backward",
+                                                             "optimizer")) \
+                or time.perf_counter() - started
+            delay = (self.straggler_factor - 1.0) * compute
+            time.sleep(delay)
+            self.strategy.clock.steps[-1]["straggler_delay"] = delay
+        return loss
+
+    def data_shard(self) -> tuple[int, int]:
+        return self.strategy.data_shard()
 
     def new_result(self) -> RankResult:
         return RankResult(rank=self.rank, world_size=self.spec.world_size,

@@ -14,7 +14,7 @@ import psutil
 import torch
 
 import harness
-from harness.core.hardware import cpu_model, machine_id
+from harness.core.hardware import cpu_fingerprint, hardware_key, machine_id
 
 
 def interconnect() -> dict[str, Any] | None:
@@ -35,23 +35,43 @@ def interconnect() -> dict[str, Any] | None:
 
 
 def machine_info() -> dict[str, Any]:
+    """This node's fingerprint (SPEC section 5): identity, the CPU in detail, memory, GPUs,
+    interconnect, and the ISA oneDNN dispatches to. A record of a multi-node run also lists
+    every node's (`per_node`, see node_summary)."""
+    from backends.cpu import onednn_isa
     from backends.nvml import gpu_inventory
 
-    return {
+    cpu = cpu_fingerprint()
+    return with_hardware_key({
         "machine_id": machine_id(),
+        "hardware_key": "",  # filled in below, from the fields it hashes
         "hostname": socket.gethostname(),
         "os": os_name(),
         "kernel": platform.release(),
         "arch": platform.machine(),
-        "cpu_model": cpu_model(),
+        **cpu,
         "cpu_cores": psutil.cpu_count(logical=False) or os.cpu_count(),
         "cpu_threads": psutil.cpu_count(logical=True),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "ram_bytes": psutil.virtual_memory().total,
+        "onednn_isa": onednn_isa(),
         "gpus": gpu_inventory(),
         "nodes": 1,
         "interconnect": interconnect(),
-    }
+    })
+
+
+def with_hardware_key(machine: dict[str, Any]) -> dict[str, Any]:
+    """The machine entry with its hardware_key set (the hash of its hardware fields)."""
+    return {**machine, "hardware_key": hardware_key(machine)}
+
+
+def node_summary(machine: dict[str, Any]) -> dict[str, Any]:
+    """What a multi-node record keeps of each node: host, hardware key and the CPU fields."""
+    keep = ("hostname", "hardware_key", "cpu_vendor", "cpu_model", "cpu_family",
+            "cpu_model_number", "cpu_stepping", "cpu_microcode", "cpus_usable", "ram_bytes",
+            "isa_flags", "onednn_isa", "gpus", "interconnect")
+    return {key: machine.get(key) for key in keep}
 
 
 def os_name() -> str:
@@ -128,3 +148,14 @@ def harness_info() -> dict[str, Any]:
     except (subprocess.SubprocessError, OSError):
         pass
     return {"version": harness.__version__, "git_commit": commit, "dirty": dirty}
+
+
+def with_nodes(machine: dict[str, Any], nnodes: int,
+               nodes: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """Node 0's machine entry, with the node count and, for a multi-node run, every node's
+    summary as its first rank reported it (`per_node`)."""
+    if nnodes <= 1:
+        return machine
+    found = [node for node in nodes if isinstance(node, dict)]
+    return {**machine, "nodes": nnodes, "per_node": found,
+            "same_hardware": len({n.get("hardware_key") for n in found}) <= 1}

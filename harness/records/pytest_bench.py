@@ -132,10 +132,15 @@ def _metrics(stats: dict[str, Any], extra_info: dict[str, Any], batch: int | Non
     else:
         raise SchemaError(f"{what}: no timings (neither stats.data nor stats.median)")
     rounds = stats.get("rounds", len(samples) if samples else None)
+    extra = {"aggregation": "pytest-benchmark round time per iteration; value is the median",
+             "rounds": rounds, "iterations": stats.get("iterations")}
+    if not samples and all(k in stats for k in ("mean", "stddev", "rounds")):
+        # Saved without per-round data (--benchmark-save): compare tests the summary.
+        extra["summary"] = {"mean": _seconds(stats["mean"], f"{what}: stats.mean"),
+                            "stddev": _seconds(stats["stddev"], f"{what}: stats.stddev"),
+                            "rounds": _seconds(stats["rounds"], f"{what}: stats.rounds")}
     metrics = [Metric("step_time", "s", step, higher_is_better=False, samples=samples,
-                      extra={"aggregation": "pytest-benchmark round time per iteration; "
-                             "value is the median", "rounds": rounds,
-                             "iterations": stats.get("iterations")})]
+                      extra=extra)]
     if batch is None or step <= 0:
         return metrics
     throughput = Metric("throughput", "samples/s", batch / step, higher_is_better=True,

@@ -15,7 +15,8 @@ from harness.core.files import check_output_file, write_atomic
 from harness.records.inputs import Loaded, load_inputs
 from harness.report import csv_format, html, markdown
 from harness.report.kernels import kernel_section
-from harness.report.tables import build_report, regenerate_command
+from harness.report.predictions import prediction_tables
+from harness.report.tables import Section, build_report, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
 
 FORMATS = ("md", "html", "csv")
@@ -48,6 +49,9 @@ def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> st
     kernels = kernel_section(views)
     if kernels is not None:
         report.sections.append(kernels)
+    predicted = [view for view in views if view.is_prediction]
+    if predicted:
+        report.sections.append(Section("Predictions", prediction_tables(predicted)))
     if fmt == "html":
         return html.render(report, views)
     return markdown.render(report)
@@ -72,7 +76,9 @@ def command(args: argparse.Namespace) -> int:
     for warning in loaded.warnings:
         print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
     if not loaded.records:
-        print(f"dtbench: warning: no records in {clean_text(' '.join(paths))}", file=sys.stderr)
+        raise UsageError(f"no records in {clean_text(' '.join(paths))}"
+                         + (f" ({len(loaded.warnings)} file(s) skipped)" if loaded.warnings
+                            else ""))
     text = render(loaded, fmt, paths=paths,
                   regenerate=regenerate_command(paths, args.format, args.output))
     if target is None:

@@ -51,7 +51,12 @@ def _plots(views: list[RecordView]) -> list[str]:
 
     lines = ["<h2>Plots</h2>"]
     number = 0
-    for plot in render_plots(views):
+    plots = render_plots(views)
+    if any(view.is_prediction for view in views):
+        from harness.report.predictions import efficiency_plot
+
+        plots.append(efficiency_plot(views))
+    for plot in plots:
         if plot.png is None:
             lines.append(f'<p class="note">{_e(plot.caption)}</p>')
             continue

@@ -68,7 +68,7 @@ def _legend(figure: Figure, colours: dict[str, str]) -> None:
 def _success(views: list[RecordView], metric: str, positive: bool = False
              ) -> list[RecordView]:
     """Successful training records that have `metric` (above zero, for log axes)."""
-    return [v for v in views if not v.is_comm and v.status == "success"
+    return [v for v in views if not v.is_comm and not v.is_prediction and v.status == "success"
             and (value := v.value(metric)) is not None and (value > 0 or not positive)]
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.text import human_bytes, size_label
+from harness.report.model import Report, Section, Table
+from harness.report.strategies import strategies_section
 from harness.report.units import column_scale, format_number, with_ci
 from harness.report.view import RecordView, clean_text, group, number
 
@@ -18,10 +19,14 @@ METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
                   "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
                   "time_to_train": "time to train", "quality": "quality",
                   "scaling_efficiency": "scaling eff.", "peak_flops": "peak"}
-# Constants of a workload or of the gradient exchange: in the CSV, not worth a table column.
-HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank")
+# Constants of a workload, and the detail the Strategies section shows: in the CSV, not
+# worth a training-table column.
+HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank",
+                  "memory_bandwidth", "state_bytes", "samples_to_target")
+HIDDEN_PREFIXES = ("comm_bytes", "phase_")
 # (spec field, heading, shown only when it varies within the table)
-TRAINING_KEYS = (("backend", "backend", False), ("comm", "comm", False),
+TRAINING_KEYS = (("strategy", "strategy", True), ("backend", "backend", False),
+                 ("comm", "comm", False),
                  ("launcher", "launcher", True), ("precision", "precision", False),
                  ("world_size", "ranks", False), ("nnodes", "nodes", True),
                  ("threads", "threads/rank", True), ("size", "size", False),
@@ -30,40 +35,6 @@ TRAINING_KEYS = (("backend", "backend", False), ("comm", "comm", False),
 COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
              ("launcher", "launcher", True), ("world_size", "ranks", False),
              ("nnodes", "nodes", True), ("precision", "dtype", True))
-
-
-@dataclass
-class Table:
-    """A titled table; `numeric[i]` right-aligns column i; `notes` follow it as a list."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-    numeric: list[bool]
-    intro: str = ""
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Section:
-    """A heading and its tables."""
-
-    title: str
-    tables: list[Table]
-    intro: str = ""
-
-
-@dataclass
-class Report:
-    """Everything a format writes, in reading order."""
-
-    summary: str
-    regenerate: str
-    sections: list[Section]
-    records: Table
-    files: list[str]
-    skipped: list[str]
-    empty: bool
 
 
 def regenerate_command(paths: list[str], fmt: str | None, output: str | None) -> str:
@@ -103,7 +74,8 @@ def _scaling(view: RecordView, cell: str) -> str:
 
 def _metric_names(views: list[RecordView]) -> list[str]:
     present = {name for view in views for name, m in view.metrics.items()
-               if m.value is not None and name not in HIDDEN_METRICS}
+               if m.value is not None and name not in HIDDEN_METRICS
+               and not name.startswith(HIDDEN_PREFIXES)}
     known = [name for name in METRIC_COLUMNS if name in present]
     return known + sorted(present - set(METRIC_COLUMNS))
 
@@ -248,7 +220,7 @@ def _summary(views: list[RecordView], paths: list[str]) -> str:
 def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
                  skipped: list[str], regenerate: str) -> Report:
     """The report's content from views already in stable order."""
-    training = [v for v in views if not v.is_comm and not v.is_kernel]
+    training = [v for v in views if not v.is_comm and not v.is_kernel and not v.is_prediction]
     comm = [v for v in views if v.is_comm]
     sections = []
     if views:
@@ -260,6 +232,9 @@ def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
                          for name, group_views in group(training, "workload").items()],
             intro="Values are medians; brackets hold the 95% confidence interval of the median "
                   "where per-step samples exist. MFU = achieved / peak FLOP/s."))
+    compared = strategies_section(training)
+    if compared is not None:
+        sections.append(compared)
     if comm:
         sections.append(Section("Collectives", [comm_table(name, group_views) for
                                                 name, group_views in group(comm, "op").items()]))

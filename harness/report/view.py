@@ -128,8 +128,21 @@ class RecordView:
                    harness=_dict(record.get("harness")), metrics=metrics)
 
     def text(self, name: str) -> str:
-        """A spec field as display text ('-' when absent)."""
+        """A spec field as display text ('-' when absent; records from before strategies
+        existed are ddp)."""
+        if name == "strategy":
+            return self.strategy
         return clean_text(self.spec.get(name), 100) or "-"
+
+    @property
+    def strategy(self) -> str:
+        """The strategy and its options: "ddp", "localsgd period=8"."""
+        name = clean_text(self.spec.get("strategy"), 40) or "ddp"
+        options = self.spec.get("strategy_options")
+        if isinstance(options, dict) and options:
+            name += " " + " ".join(f"{clean_text(k, 30)}={clean_text(v, 30)}"
+                                   for k, v in sorted(options.items(), key=lambda kv: str(kv[0])))
+        return name
 
     @property
     def workload(self) -> str:
@@ -142,6 +155,11 @@ class RecordView:
     @property
     def is_kernel(self) -> bool:
         return self.spec.get("task") == KERNEL_TASK
+
+    @property
+    def is_prediction(self) -> bool:
+        """A `dtbench predict` record: modelled, not measured."""
+        return self.spec.get("task") == "prediction"
 
     @property
     def op(self) -> str:

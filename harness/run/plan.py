@@ -9,9 +9,12 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec, performance_env
 from harness.run.suites import Suite
 from harness.run.validate import validate
+from harness.strategies import STRATEGIES
 
+# The default of --peak where the command line and the suite say nothing (e.g. cached in tests).
+PEAK_ENV = "DTBENCH_PEAK"
 # Command-line options that may be given several times; one run per combination.
-MULTI_KEYS = ("workload", "size", "backend", "comm", "precision", "nproc")
+MULTI_KEYS = ("workload", "size", "backend", "comm", "precision", "nproc", "strategy")
 
 
 def best_backend() -> str:
@@ -43,11 +46,14 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     threads = options.get("threads") or 0
     if not threads and backend == "cpu":
         threads = max(1, len(os.sched_getaffinity(0)) // nproc)
+    strategy = STRATEGIES.get(options.get("strategy") or "ddp")
+    world = nproc * (options.get("nnodes") or 1)
+    comm = options.get("comm") or ("none" if world == 1 else "gloo")
     spec = RunSpec(
-        workload=workload.name, size=size, backend=backend,
-        comm=options.get("comm") or ("none" if nproc * (options.get("nnodes") or 1) == 1
-                                     else "gloo"),
-        launcher=options.get("launcher") or "local",
+        workload=workload.name, size=size, backend=backend, comm=comm,
+        # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.
+        launcher=options.get("launcher") or ("mpirun" if comm == "mpi" and world > 1
+                                             else "local"),
         precision=options.get("precision") or "fp32",
         nproc_per_node=nproc, nnodes=options.get("nnodes") or 1,
         batch_per_rank=options.get("batch_size") or preset.default_batch(backend),
@@ -59,13 +65,46 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         channels_last=(workload.image_model if options.get("channels_last") is None
                        else bool(options["channels_last"]) and workload.image_model),
         compile=bool(options.get("compile")),
-        bucket_mb=options.get("bucket_mb") or 25,
-        compression=options.get("compression") or "none",
         data=options.get("data"),
+        strategy=strategy.name,
+        strategy_options=strategy.parse_options(strategy_options(options, strategy.name)),
+        straggler=parse_straggler(options.get("straggler")),
+        peak=options.get("peak") or os.environ.get(PEAK_ENV) or "in-run",
         suite=suite_name,
         env=tuple(performance_env().items()),
     )
+    replicas = strategy.replicas(spec)
+    if replicas != spec.world_size:
+        spec = spec.replace(replicas=replicas)
     return validate(spec)
+
+
+def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:
+    """--strategy-opt pairs, with --bucket-mb and --compression as ddp's options."""
+    raw = dict(options.get("strategy_options") or {})
+    for name in ("bucket_mb", "compression"):
+        if options.get(name) is not None:
+            if strategy != "ddp":
+                raise UsageError(f"--{name.replace('_', '-')} is an option of --strategy ddp, "
+                                 f"not of {strategy}")
+            raw.setdefault(name, options[name])
+    return raw
+
+
+def parse_straggler(text: Any) -> tuple[int, float] | None:
+    """'RANK:FACTOR' (e.g. '1:3') -> (1, 3.0); None when not given."""
+    if text in (None, ""):
+        return None
+    rank, sep, factor = str(text).partition(":")
+    try:
+        parsed = (int(rank), float(factor))
+    except ValueError:
+        parsed = None
+    if not sep or parsed is None or parsed[0] < 0 or not parsed[1] >= 1.0 \
+            or parsed[1] == float("inf"):
+        raise UsageError(f"--straggler {text!r}: expected RANK:FACTOR with a rank >= 0 and a "
+                         "finite factor >= 1, e.g. 1:3")
+    return parsed
 
 
 def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, int]]:

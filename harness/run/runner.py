@@ -14,7 +14,7 @@ from harness.core.text import one_line
 from harness.microbench.peak import peak_for
 from harness.rank.loops import run_throughput, run_time_to_train
 from harness.rank.result import RankResult
-from harness.records.fingerprint import harness_info, machine_info, software_info
+from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
 from harness.run.progress import Progress
@@ -35,7 +35,9 @@ def unavailable_reason(spec: RunSpec) -> str | None:
         get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
     except NotImplementedError as exc:
         return one_line(str(exc)) or f"{spec.workload} does not support this combination"
-    return None
+    from harness.strategies import STRATEGIES
+
+    return STRATEGIES.get(spec.strategy).unsupported(spec)
 
 
 def check_replicas(ranks: list[RankResult]) -> None:
@@ -112,6 +114,7 @@ class Runner:
         if status == "success" and spec.mode == "ttt" and ranks and not ranks[0].target_reached:
             status, error = "failed", self._ttt_failure(spec, ranks[0])
         machine, software = self._fingerprint()
+        machine = with_nodes(machine, spec.nnodes, [rank.node for rank in ranks])
         notes: dict[str, Any] = {}
         if ranks:
             notes["settings"] = ranks[0].settings
@@ -145,16 +148,20 @@ class Runner:
             if gathered is None:
                 return None
             results = [RankResult.from_dict(d) for d in gathered]
-            check_replicas(results)
+            from harness.strategies import STRATEGIES
+
+            if STRATEGIES.get(spec.strategy).replicas_match(spec):
+                check_replicas(results)
         elif spec.mode == "ttt":
             results = [run_time_to_train(spec, log_path, progress=self.progress.update)]
         else:
             results = [run_throughput(spec, progress=self.progress.update)]
-        lead = results[0]
-        threads = int(lead.settings.get("threads", spec.threads))
-        if spec.backend == "cpu":
-            threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
-        context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
+        if spec.peak == "cached":
+            lead = results[0]
+            threads = int(lead.settings.get("threads", spec.threads))
+            if spec.backend == "cpu":
+                threads *= spec.nproc_per_node  # the ranks of a node share its CPU peak
+            context.peak = peak_for(spec.backend, lead.device_name, spec.precision, threads)
         return results
 
     def _log_path(self, run_id: str) -> Path:

@@ -18,7 +18,8 @@ RUN_KEYS = {
     "workload": str, "size": str, "backend": str, "comm": str, "launcher": str,
     "precision": str, "nproc": int, "nnodes": int, "batch_size": int, "steps": int,
     "warmup": int, "mode": str, "repeat": int, "threads": int, "channels_last": bool,
-    "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str,
+    "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str, "peak": str,
+    "strategy": str, "strategy_options": dict, "straggler": str,
 }
 TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
 KERNEL_KEYS = ("set", "precision")

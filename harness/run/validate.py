@@ -8,13 +8,14 @@ from __future__ import annotations
 from harness.core.errors import UsageError
 from harness.core.spec import (
     COMM_CHOICES,
-    COMPRESSIONS,
     LAUNCHER_CHOICES,
     MODES,
+    PEAK_SOURCES,
     PRECISIONS,
     SIZES,
     RunSpec,
 )
+from harness.strategies import STRATEGIES
 
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...] | list[str]) -> None:
@@ -45,8 +46,8 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("mode", spec.mode, MODES)
     _check_choice("comm backend", spec.comm, COMM_CHOICES)
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
-    _check_choice("compression", spec.compression, COMPRESSIONS)
-    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps", "bucket_mb"):
+    _check_choice("peak source", spec.peak, PEAK_SOURCES)
+    for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)
     _check_positive("threads", spec.threads, allow_zero=True)
@@ -56,8 +57,14 @@ def validate(spec: RunSpec) -> RunSpec:
     if spec.world_size > 1 and spec.comm == "none":
         raise UsageError(f"world size {spec.world_size} needs a communication backend: "
                          "--comm gloo, mpi or nccl")
-    if spec.compression != "none" and not spec.distributed:
-        raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
+    if spec.comm == "mpi" and spec.launcher not in ("mpirun", "slurm") and spec.world_size > 1:
+        raise UsageError(f"--comm mpi needs its ranks started by MPI: use --launcher mpirun "
+                         f"(or slurm); --launcher {spec.launcher} starts processes that are "
+                         "each an MPI world of one")
+    if spec.straggler is not None and spec.straggler[0] >= spec.world_size:
+        raise UsageError(f"--straggler rank {spec.straggler[0]} is not a rank of this run "
+                         f"(world size {spec.world_size})")
+    STRATEGIES.get(spec.strategy).check(spec)
     if spec.precision == "fp16" and spec.backend == "cpu":
         raise UsageError("fp16 with grad scaling is a CUDA precision; on cpu use fp32 or bf16")
     return spec

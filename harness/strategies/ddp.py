@@ -1,25 +1,72 @@
-"""DistributedDataParallel: gradients allreduced in buckets, overlapped with the backward pass."""
+"""ddp: DistributedDataParallel: gradients allreduced in buckets, overlapped with the backward
+pass, optionally compressed (fp16, bf16, PowerSGD hooks)."""
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import torch
-import torch.distributed as dist
 from torch import nn
 
+from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.compression import COMPRESSIONS, register_compression
+from harness.strategies.steps import data_parallel_step
+
+# Bytes on the wire per fp32 gradient byte under each hook (PowerSGD depends on the shapes).
+COMPRESSION_RATIO = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
 
 
-def wrap_data_parallel(model: nn.Module, spec: RunSpec, device: torch.device) -> nn.Module:
-    """DistributedDataParallel with the spec's bucket size and gradient compression.
+@STRATEGIES.register("ddp")
+class DDP(Strategy):
+    """Data parallel, synchronous: every rank a full replica, gradients allreduced."""
 
-    Parameters start identical on every rank (same seed), and are broadcast from rank 0
-    explicitly so that backends without DDP's init-time sync (the Python MPI group) agree too.
-    """
-    for tensor in list(model.parameters()) + list(model.buffers()):
-        dist.broadcast(tensor.data, src=0)
-    ddp = nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None,
-        bucket_cap_mb=spec.bucket_mb, gradient_as_bucket_view=True, init_sync=False)
-    from harness.strategies.compression import register_compression
+    name = "ddp"
+    summary = "DistributedDataParallel: bucketed gradient allreduce overlapped with backward"
+    family = "data parallel, synchronous"
+    engine = "torch.nn.parallel.DistributedDataParallel (+ DDP communication hooks)"
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("bucket_mb", int, 25, "gradient bucket size in MiB", minimum=1,
+               aliases=("bucket_cap_mb",)),
+        Option("compression", str, "none", "gradient compression hook",
+               choices=COMPRESSIONS),
+    )
 
-    register_compression(ddp, spec)
-    return ddp
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        super().check(spec)
+        if cls.option_value(spec, "compression") != "none" and not spec.distributed:
+            raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        ratio = COMPRESSION_RATIO.get(cls.option_value(spec, "compression"))
+        if ratio is None:
+            raise NotImplementedError("PowerSGD's volume depends on each gradient's shape")
+        return volumes.ddp(param_bytes * ratio, spec.world_size)
+
+    def setup(self) -> None:
+        recipe = self.recipe
+        model = recipe.build_model()
+        if self.spec.distributed:
+            broadcast_from_first(model)
+            device = self.place.device
+            ddp = nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None,
+                bucket_cap_mb=self.option_value(self.spec, "bucket_mb"),
+                gradient_as_bucket_view=True, init_sync=False)
+            register_compression(ddp, self.option_value(self.spec, "compression"))
+            model = ddp
+        optimizer = recipe.build_optimizer(model.parameters())
+        if recipe.ipex is not None:
+            model, optimizer = recipe.ipex(model, optimizer)
+        self.model, self.optimizer = model, optimizer
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return data_parallel_step(self, inputs, targets)
+
+    def unwrapped(self) -> nn.Module:
+        """The model inside DDP (for checksums and state dicts)."""
+        model: Any = self.model
+        return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model

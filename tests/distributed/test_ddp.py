@@ -10,7 +10,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -49,59 +48,26 @@ def leftover(run_ids: list[str]) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("launcher", ["local", "torchrun"])
-def test_four_workloads_two_ranks_gloo(tmp_path: Path, launcher: str) -> None:
+def test_weak_scaling_names_its_one_rank_baseline(tmp_path: Path) -> None:
+    """1 then 2 ranks: the 2-rank record's scaling_efficiency is against the 1-rank record.
+    (Every strategy x workload x placement runs in test_strategies.py.)"""
     out = tmp_path / "store"
-    result = dtbench("run", "-w", "alexnet", "-w", "resnet50", "-w", "hep_cnn", "-w", "lstm",
-                     "-n", "1,2", "--comm", "gloo", "--launcher", launcher, *TINY,
-                     "--out", str(out), env={"DTBENCH_CHECK_SYNC": "1"})
+    result = dtbench("run", "-w", "hep_cnn", "-w", "lstm", "-n", "1,2", "--comm", "gloo",
+                     *TINY, "--out", str(out), env={"DTBENCH_CHECK_SYNC": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
     found = records(out)
-    assert len(found) == 8 and all(r["status"] == "success" for r in found), \
+    assert len(found) == 4 and all(r["status"] == "success" for r in found), \
         [(r["spec"]["workload"], r["error"]) for r in found]
     by_key = {(r["spec"]["workload"], r["spec"]["world_size"]): r for r in found}
-    for workload in ("alexnet", "resnet50", "hep_cnn", "lstm"):
+    for workload in ("hep_cnn", "lstm"):
         record = by_key[(workload, 2)]
-        assert record["spec"]["launcher"] == launcher
         efficiency = metric(record, "scaling_efficiency")
         assert efficiency is not None and efficiency["value"] > 0
         assert efficiency["baseline_run_id"] == by_key[(workload, 1)]["run_id"]
         assert efficiency["kind"] == "weak"
-        assert metric(record, "bytes_sent_per_rank")["value"] > 0
+        assert metric(record, "comm_bytes_gradient")["value"] > 0
         assert len(metric(record, "step_time")["samples"]) == 4
-
-
-def test_parameters_identical_across_ranks_after_every_step(tmp_path: Path) -> None:
-    from harness.core.spec import RunSpec
-    from harness.records.store import Store
-    from harness.run.runner import Runner
-
-    os.environ["DTBENCH_CHECK_SYNC"] = "1"
-    try:
-        spec = RunSpec(workload="hep_cnn", size="tiny", comm="gloo", nproc_per_node=2,
-                       batch_per_rank=8, steps=4, warmup=1, threads=1)
-        outcome = Runner(Store(tmp_path)).run(spec)
-    finally:
-        del os.environ["DTBENCH_CHECK_SYNC"]
-    assert outcome is not None and outcome.status == "success", outcome.record["error"]
-    # Both ranks recorded a checksum after each of the 4 steps and they were all equal.
-    assert outcome.record["notes"]["replicas_checked_steps"] == 4
-
-
-@requires_mpi
-def test_four_workloads_two_ranks_mpi(tmp_path: Path) -> None:
-    out = tmp_path / "store"
-    result = dtbench("run", "-w", "alexnet", "-w", "resnet50", "-w", "hep_cnn", "-w", "lstm",
-                     "-n", "1,2", "--comm", "mpi", "--launcher", "mpirun", *TINY,
-                     "--out", str(out))
-    assert result.returncode == 0, result.stdout + result.stderr
-    found = [r for r in records(out) if r["spec"]["world_size"] == 2]
-    assert len(found) == 4 and all(r["status"] == "success" for r in found)
-    for record in found:
-        assert record["spec"]["comm"] == "mpi"
-        assert metric(record, "scaling_efficiency") is not None
-        assert "Open MPI" in (record["software"]["mpi"] or {}).get("implementation", "") or \
-            "MPICH" in (record["software"]["mpi"] or {}).get("implementation", "")
+        assert record["notes"]["replicas_checked_steps"] == 4
 
 
 LAUNCHERS = ["local", "torchrun", pytest.param("mpirun", marks=requires_mpi)]
@@ -110,18 +76,15 @@ LAUNCHERS = ["local", "torchrun", pytest.param("mpirun", marks=requires_mpi)]
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: str) -> None:
     out = tmp_path / "store"
-    started = time.monotonic()
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--launcher",
                      launcher, "--size", "tiny", "--threads", "1", "--steps", "20", "-q",
                      "--out", str(out), "--rank-timeout", "60",
                      env={"DTBENCH_FAULT": "kill:1:2"}, timeout=200)
-    elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     (record,) = records(out)
     assert record["status"] == "failed"
     assert "rank 1" in record["error"], record["error"]
-    assert elapsed < 150
     assert leftover([record["run_id"]]) == []
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from infrastructure import failed_to_start
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,7 +79,7 @@ def cluster() -> Iterator[OneNodeCluster]:
         ensure_installed()
         running = OneNodeCluster().start()
     except ClusterUnavailable as exc:
-        pytest.skip(f"no one-node Slurm cluster: {exc}")
+        failed_to_start(f"no one-node Slurm cluster: {exc}")
     try:
         yield running
     finally:
@@ -120,11 +121,13 @@ def _slurmd_log(cluster: OneNodeCluster) -> str:
 
 def _skipped_run(tmp_path: Path, env: dict[str, str],
                  ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """A 2-rank Slurm run that must end at once, exit 0, and leave one `skipped` record."""
+    """A 2-rank Slurm run that must end at once with exit 4 (nothing ran: an explicitly
+    requested launcher is unavailable) and leave one `skipped` record."""
     out = tmp_path / "r.json"
     result = _run([*DTBENCH, "run", *TINY_2_RANKS, "--out", str(tmp_path / "store"),
                    "--json", str(out)], tmp_path, env)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr
+    assert "nothing ran: every run was skipped" in result.stderr
     [record] = _records(out)
     assert record["status"] == "skipped"
     return result, record

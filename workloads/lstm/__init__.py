@@ -64,8 +64,8 @@ class LSTMWorkload(Workload):
     def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(output.float().reshape(-1, output.shape[-1]), targets.reshape(-1))
 
-    def optimizer(self, model: nn.Module, size: str) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=self.preset(size).lr)
+    def optimizer_spec(self, size: str) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+        return torch.optim.SGD, {"lr": self.preset(size).lr}
 
     def datasets(self, size: str, data_path: str | None, seed: int) -> tuple[Dataset, Dataset]:
         from workloads.data import text_datasets

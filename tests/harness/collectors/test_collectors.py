@@ -72,9 +72,31 @@ def test_achieved_flops_and_mfu() -> None:
 @pytest.mark.parametrize("backend, devices", [("cpu", 2), ("cuda", 8)])
 def test_peak_counts_devices(backend: str, devices: int) -> None:
     spec = SPEC.replace(backend=backend, nproc_per_node=4, nnodes=2, comm="gloo")
-    (entry,) = mfu(context(spec=spec, peak=PEAK))
-    assert entry.name == "peak_flops" and entry.value == devices * 1e9
-    assert entry.extra["devices"] == devices
+    entry = {m.name: m for m in mfu(context(spec=spec, peak=PEAK))}["peak_flops"]
+    assert entry.value == devices * 1e9
+    assert entry.extra["devices"] == devices and entry.extra["peak_source"] == "cached"
+
+
+def reading(when: str, flops: float, bandwidth: float = 1e10) -> dict:
+    return {"when": when, "flops": flops, "memory_bandwidth": bandwidth, "threads": 1,
+            "per_size": {"mm 256": flops}, "measured_at": "2024-01-01T00:00:00+00:00"}
+
+
+def test_in_run_peak_sums_ranks_and_keeps_both_readings() -> None:
+    spec = SPEC.replace(nproc_per_node=2, comm="gloo")
+    ranks = [rank(0, 2, step_times=[0.5] * 3, peak_readings=[reading("before", 4e9, 1e10),
+                                                              reading("after", 3e9, 2e10)]),
+             rank(1, 2, step_times=[0.5] * 3, peak_readings=[reading("before", 5e9, 1e10),
+                                                              reading("after", 5e9, 1e10)])]
+    found = {m.name: m for m in collect(context(*ranks, spec=spec, flops_per_sample=1e6))}
+    peak = found["peak_flops"]
+    assert peak.value == 9e9 and peak.extra["peak_source"] == "in-run"
+    assert peak.extra["readings"] == {"before": 9e9, "after": 8e9}
+    assert peak.extra["spread"] == pytest.approx(1 / 9)
+    assert found["memory_bandwidth"].value == 3e10
+    achieved = found["achieved_flops"].value
+    assert found["mfu"].value == pytest.approx(achieved / 9e9)
+    assert found["mfu"].extra["against_each_reading"]["after"] == pytest.approx(achieved / 8e9)
 
 
 def test_flops_without_a_count_or_peak_are_absent() -> None:

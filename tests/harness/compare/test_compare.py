@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from harness.commands.cli import main
-from harness.compare.matching import compare_records, match_specs
+from harness.compare.matching import match_specs
+from harness.compare.rows import compare_records
 from harness.compare.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
 from harness.records.record import Metric
 
@@ -378,3 +379,82 @@ def test_a_real_slowdown_across_repeats_is_a_regression(
     assert main(["compare", base, cand]) == 1
     out = capsys.readouterr().out
     assert "step_time on hep_cnn" in last_line(out) and "5/5 runs" in out
+
+
+# --- a gate that cannot pass silently ----------------------------------------------------------
+
+def saved_summary_file(path: Path, mean: float, stddev: float, rounds: int) -> str:
+    """A `--benchmark-save` file: summary statistics only, no per-round data."""
+    return write(path, {
+        "machine_info": {"node": "bench01", "processor": "x86_64", "cpu": {"brand_raw": "Xeon"}},
+        "commit_info": {}, "datetime": "2024-01-02T03:04:05+00:00", "version": "4.0.0",
+        "benchmarks": [{"name": "test_sum", "fullname": "bench.py::test_sum",
+                        "stats": {"min": mean - stddev, "max": mean + 3 * stddev,
+                                  "mean": mean, "stddev": stddev, "median": mean,
+                                  "rounds": rounds, "iterations": 1},
+                        "extra_info": {}}]})
+
+
+def test_summary_only_files_catch_a_3x_slowdown(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    base = saved_summary_file(tmp_path / "0001_base.json", 20e-6, 2e-6, 40_000)
+    slow = saved_summary_file(tmp_path / "0002_slow.json", 60e-6, 6e-6, 40_000)
+    same = saved_summary_file(tmp_path / "0003_same.json", 20.1e-6, 2.1e-6, 40_000)
+    assert main(["compare", base, slow]) == 1
+    out = capsys.readouterr().out
+    assert "step_time on test_sum" in last_line(out) and "summary" in out
+    assert main(["compare", base, same]) == 0
+
+
+def test_no_spec_in_common_exits_nothing_compared_naming_the_fields(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    base = write(tmp_path / "a" / "r.json", make_record("base-1", steps, steps=20,
+                                                        spec_key="aaaa000000000000"))
+    cand = write(tmp_path / "b" / "r.json", make_record("cand-1", steps, steps=30,
+                                                        spec_key="bbbb000000000000"))
+    assert main(["compare", str(Path(base).parent), str(Path(cand).parent)]) == 3
+    err = capsys.readouterr().err
+    assert "nothing compared" in err and "steps: 20 vs 30" in err
+
+
+def test_only_unsampled_rows_exit_nothing_compared(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    base, cand = make_record("base-1", steady_steps()), make_record("cand-1", steady_steps())
+    for record in (base, cand):
+        for entry in record["metrics"]:
+            entry.pop("samples", None)
+            entry.pop("stats", None)
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "b.json", cand)]) == 3
+    assert "lacks samples" in capsys.readouterr().err
+
+
+def test_match_on_compares_across_an_intended_difference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    one = write(tmp_path / "a.json", make_record("base-1", steps, threads=1,
+                                                 spec_key="aaaa000000000000"))
+    two = write(tmp_path / "b.json", make_record("cand-1", [s / 2 for s in steps], threads=2,
+                                                 spec_key="bbbb000000000000"))
+    assert main(["compare", one, two]) == 3
+    capsys.readouterr()
+    assert main(["compare", one, two, "--match-on", "workload,size,precision"]) == 0
+    assert "improved" in capsys.readouterr().out
+
+
+def test_same_machine_id_different_cpu_warns_of_a_hardware_comparison(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    amd = make_record("base-1", steps)
+    amd["machine"]["cpu_model"] = "AMD EPYC"
+    xeon = make_record("cand-1", [s * 3.18 for s in steps])
+    xeon["machine"].update(cpu_vendor="GenuineIntel", cpu_family=6, cpu_model_number=143,
+                           cpu_model="Intel(R) Xeon(R) Processor")
+    assert amd["machine"]["machine_id"] == xeon["machine"]["machine_id"]
+    assert main(["compare", write(tmp_path / "a.json", amd),
+                 write(tmp_path / "b.json", xeon)]) == 1  # still exits by the same rule
+    captured = capsys.readouterr()
+    assert "different hardware: this is a hardware comparison" in captured.err
+    assert "cpu_model: AMD EPYC vs Intel(R) Xeon(R) Processor" in captured.err
+    assert "different hardware: this is a hardware comparison" in captured.out

@@ -4,7 +4,10 @@ from __future__ import annotations
 import math
 import statistics
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.core.stats import Stats, median_ci
 
@@ -99,3 +102,41 @@ def test_as_dict_has_every_field_in_order() -> None:
     assert data["iqr"] == pytest.approx(stats.q3 - stats.q1)
     assert data["ci95"] == [stats.ci_low, stats.ci_high]
     assert data["n"] == 10 and isinstance(data["n"], int)
+
+
+def _exact_k(n: int, tail: float = 0.025) -> int:
+    """The order statistic of the median's CI by exact binomial sums (slow: for checking)."""
+    k, cumulative = 0, 0.0
+    while k < n and cumulative + math.comb(n, k) / 2**n <= tail:
+        cumulative += math.comb(n, k) / 2**n
+        k += 1
+    return k
+
+
+@given(n=st.integers(1, 100_000), seed=st.integers(0, 2**32 - 1),
+       shape=st.sampled_from(["lognormal", "ties", "bimodal"]))
+@settings(max_examples=40, deadline=None)
+def test_stats_invariants_up_to_1e5_samples(n: int, seed: int, shape: str) -> None:
+    rng = np.random.default_rng(seed)
+    if shape == "lognormal":
+        samples = rng.lognormal(-5, 0.5, n)
+    elif shape == "ties":
+        samples = rng.integers(0, 5, n).astype(float)
+    else:
+        samples = np.where(rng.random(n) < 0.2, 3.0, 1.0) * rng.lognormal(0, 0.05, n)
+    stats = Stats.of(samples)
+    assert stats.n == n
+    assert stats.min <= stats.ci_low <= stats.median <= stats.ci_high <= stats.max
+    assert stats.q1 <= stats.median <= stats.q3
+    ordered = np.sort(samples)
+    assert stats.median == pytest.approx(float(np.median(samples)))
+    if n <= 400:  # the exact binomial sums are affordable here
+        k = _exact_k(n)
+        expected = (ordered[k - 1], ordered[n - k]) if k else (ordered[0], ordered[-1])
+        assert (stats.ci_low, stats.ci_high) == expected
+
+
+def test_median_ci_of_a_million_samples_is_fast_enough_to_run_here() -> None:
+    samples = np.sort(np.random.default_rng(0).normal(size=1_000_000))
+    low, high = median_ci(samples)
+    assert -0.01 < low < 0 < high < 0.01

@@ -135,12 +135,17 @@ def test_markdown_ends_with_the_records_and_files_it_was_made_from(
         assert f"- {md_escape(str(store / (record['run_id'] + '.json')))}\n" in records
 
 
-def test_no_records_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_no_records_is_bad_input_like_compare(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty").mkdir()
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.json").write_text("{not json")
     code, out, err = report(capsys, str(tmp_path / "empty"))
-    assert code == 0
-    assert "No records in" in out
-    assert "no records" in err
+    assert code == 2 and out == ""
+    assert err.startswith("dtbench: error: no records in") and "\n" not in err.strip()
+    code, out, err = report(capsys, str(tmp_path / "junk"), "-o", str(tmp_path / "r.md"))
+    assert code == 2 and "1 file(s) skipped" in err
+    assert not (tmp_path / "r.md").exists()
 
 
 def test_missing_input_is_a_usage_error(tmp_path: Path,

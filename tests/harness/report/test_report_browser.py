@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from infrastructure import failed_to_start
 from matplotlib.image import imread
 from report_records import hostile, standard_set, training, write_store
 
@@ -56,13 +57,13 @@ def chromium() -> str:
             result = subprocess.run(command, env=env, capture_output=True, text=True,
                                     timeout=INSTALL_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
-            pytest.skip(f"{' '.join(command)} took more than {INSTALL_TIMEOUT_S} s")
+            failed_to_start(f"{' '.join(command)} took more than {INSTALL_TIMEOUT_S} s")
         if result.returncode != 0:
             tail = " ".join(result.stderr.split()[-30:])
-            pytest.skip(f"{' '.join(command)} exited {result.returncode}: {tail}")
+            failed_to_start(f"{' '.join(command)} exited {result.returncode}: {tail}")
     found = _find_chromium()
     if not found:
-        pytest.skip("apt-get installed chromium but no chromium executable is on PATH")
+        failed_to_start("apt-get installed chromium but no chromium executable is on PATH")
     return found
 
 

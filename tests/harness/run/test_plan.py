@@ -180,3 +180,13 @@ def test_repeated_options_merge_in_order_without_duplicates() -> None:
     assert merge_repeated([[1, 2], [4], [2]]) == [1, 2, 4]
     assert merge_repeated(["lstm", "alexnet", "lstm"]) == ["lstm", "alexnet"]
     assert merge_repeated(None) is None and merge_repeated([]) is None
+
+
+def test_mpi_ranks_default_to_mpirun_and_local_mpi_beyond_one_rank_is_refused() -> None:
+    base = {"workload": "lstm", "size": "tiny", "backend": "cpu", "comm": "mpi"}
+    assert resolve({**base, "nproc": 2}, None).launcher == "mpirun"
+    assert resolve({**base, "nproc": 1}, None).launcher == "local"
+    assert resolve({**base, "nproc": 2, "launcher": "slurm"}, None).launcher == "slurm"
+    for launcher in ("local", "torchrun"):
+        with pytest.raises(UsageError, match="--launcher mpirun"):
+            resolve({**base, "nproc": 2, "launcher": launcher}, None)

@@ -143,7 +143,8 @@ def test_unavailable_backend_is_recorded_as_skipped(tmp_path: Path, cli_runner: 
                         "--steps", "3",
                         "--warmup", "1", *TINY, "--out", str(out), "--json",
                         str(tmp_path / "r.json"), cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
+    # Recorded, yet the command fails: a CUDA runner that lost its GPU must not pass CI.
+    assert result.returncode == 4, result.stderr
     records, _ = stored(out)
     assert len(records) == 1
     record = records[0]

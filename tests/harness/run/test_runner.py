@@ -108,7 +108,13 @@ def test_real_tiny_throughput_run(store: Store, fixed_peak: None) -> None:
     assert outcome.status == "success", record["error"]
     assert outcome.path == store.root / f"{record['run_id']}.json"
     assert len(metric(record, "step_time")["samples"]) == 3
-    assert metric(record, "peak_flops")["value"] == PEAK.flops
+    # RunSpec's default: the peak is timed in the run, before and after the measured steps.
+    peak = metric(record, "peak_flops")
+    assert peak["peak_source"] == "in-run" and set(peak["readings"]) == {"before", "after"}
+    assert peak["value"] == max(peak["readings"].values()) > 0
+    assert metric(record, "mfu")["value"] == pytest.approx(
+        metric(record, "achieved_flops")["value"] / peak["value"])
+    assert metric(record, "memory_bandwidth")["value"] > 0
     assert record["spec_key"] == SPEC.key()
     assert record["notes"]["settings"]["threads"] == 1
     assert store.count_success(SPEC.key()) == 1

@@ -1,0 +1,88 @@
+"""comm_bytes: what each rank sent per step, counted where it was sent (the counting process
+group of harness/strategies/meter.py), split by kind, beside the strategy's analytic volume."""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from harness.collectors.base import CollectContext, collector
+from harness.records.record import Metric
+
+KINDS = ("gradient", "parameter", "activation", "control")
+
+
+def _expected(context: CollectContext) -> dict[str, float] | None:
+    """The strategy's analytic bytes per step and rank (None where it has no formula)."""
+    from harness.strategies import STRATEGIES
+    from workloads import get_workload
+    from workloads.flops import count_parameters
+
+    spec = context.spec
+    try:
+        parameters = count_parameters(get_workload(spec.workload), spec.size)
+        return STRATEGIES.get(spec.strategy).traffic(spec, parameters * 4.0)
+    except (NotImplementedError, KeyError, ValueError):
+        return None
+
+
+@collector("communication")
+def communication(context: CollectContext) -> list[Metric]:
+    ranks = [r for r in context.ranks if r.comm_bytes]
+    if not ranks:
+        return []
+    # One figure per rank: its mean step (periodic traffic such as local SGD's averaging
+    # every H steps counts 1/H a step), by kind; the metric is the mean over ranks.
+    per_rank = {kind: [statistics.fmean(step[kind] for step in r.comm_bytes) for r in ranks]
+                for kind in KINDS}
+    totals = [sum(step.values()) for step in ranks[0].comm_bytes]
+    expected = _expected(context)
+    common: dict[str, Any] = {
+        "counted": "at each collective or send call of the rank's process group; a "
+                   "collective's bytes are this rank's share under the ring algorithm",
+        "roles": [r.role for r in ranks]}
+    found = [Metric("comm_bytes", "bytes", statistics.fmean(sum(per_rank[k][i] for k in KINDS)
+                                                           for i in range(len(ranks))),
+                    higher_is_better=False,
+                    samples=[float(t) for t in totals],
+                    extra={**common, "per_rank": [sum(per_rank[k][i] for k in KINDS)
+                                                  for i in range(len(ranks))],
+                           "samples_of": "rank 0's steps",
+                           "expected": sum(expected.values()) if expected else None})]
+    for kind in KINDS:
+        found.append(Metric(f"comm_bytes_{kind}", "bytes", statistics.fmean(per_rank[kind]),
+                            higher_is_better=False,
+                            extra={"per_rank": per_rank[kind],
+                                   "expected": expected.get(kind) if expected else None}))
+    return found
+
+
+@collector("state_bytes")
+def state_bytes(context: CollectContext) -> list[Metric]:
+    """Parameters + gradients + optimizer state each rank holds (what sharding saves)."""
+    ranks = [r for r in context.ranks if r.state_bytes]
+    if not ranks:
+        return []
+    totals = [float(sum(r.state_bytes.values())) for r in ranks]
+    return [Metric("state_bytes", "bytes", max(totals), higher_is_better=False,
+                   extra={"per_rank": totals, "by_part": [r.state_bytes for r in ranks],
+                          "roles": [r.role for r in ranks],
+                          "aggregation": "max over ranks; per_rank lists each"})]
+
+
+@collector("phases")
+def phases(context: CollectContext) -> list[Metric]:
+    """Per-phase step time (forward, backward, exchange, optimizer, ...), per rank."""
+    ranks = [r for r in context.ranks if r.phase_times]
+    if not ranks:
+        return []
+    names = sorted({name for r in ranks for step in r.phase_times for name in step})
+    found = []
+    for name in names:
+        per_rank = [statistics.median(step.get(name, 0.0) for step in r.phase_times)
+                    for r in ranks]
+        lead = [step.get(name, 0.0) for step in ranks[0].phase_times]
+        found.append(Metric(f"phase_{name}", "s", max(per_rank), higher_is_better=False,
+                            samples=lead, extra={"per_rank": per_rank,
+                                                 "aggregation": "median step per rank; value "
+                                                 "is the slowest rank; samples are rank 0's"}))
+    return found

@@ -1,0 +1,253 @@
+"""`dtbench predict`: scale-out prediction from a calibrated analytic model (SPEC §10).
+
+    dtbench predict WORKLOAD --strategy S [--nodes LIST] [--network N] [-o F.html] [--json F]
+    dtbench predict --calibration [--calibrate-from PATH ...]
+    dtbench predict --validate PATH ... [--calibrate-from PATH ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.commands.arguments import int_list, positive_int
+from harness.core.errors import EXIT_OK, UsageError
+from harness.core.spec import PRECISIONS, SIZES
+
+DEFAULT_NODES = "1,2,4,8,16,64,256,1024,4096,10000"
+
+
+def _rate(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FLOP/s such as 2e12, got {text!r}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workload", nargs="?")
+    parser.add_argument("--strategy", action="append", help="repeatable (default ddp)")
+    parser.add_argument("--strategy-opt", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--nodes", type=int_list, default=int_list(DEFAULT_NODES))
+    parser.add_argument("--network", help="preset (10GbE, ib-100g, aries) or alpha=S,beta=S/B; "
+                        "default: fitted from dtbench comm records")
+    parser.add_argument("--algorithm", default="ring", choices=("ring", "tree",
+                                                                "halving-doubling"))
+    parser.add_argument("--comm", default="gloo", choices=("gloo", "mpi", "nccl"),
+                        help="backend whose comm records calibrate the network")
+    parser.add_argument("--size", default="small", choices=SIZES)
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--batch-size", type=positive_int, help="per rank (weak) or global "
+                        "(strong); default: the calibration run's")
+    parser.add_argument("--threads", type=positive_int, help="threads per rank to calibrate at")
+    parser.add_argument("--scaling", default="weak", choices=("weak", "strong"))
+    parser.add_argument("--compute-from", metavar="RECORD")
+    parser.add_argument("--compute-rate", type=_rate, metavar="FLOP/S",
+                        help="assumed sustained FLOP/s per rank instead of a measured run")
+    parser.add_argument("--calibrate-from", action="append", metavar="PATH",
+                        help="records or stores to calibrate from (default ./results)")
+    parser.add_argument("--calibration", action="store_true", help="print the fits")
+    parser.add_argument("--validate", nargs="+", metavar="PATH",
+                        help="predict every measured multi-rank run in PATH")
+    parser.add_argument("--json", dest="json_file", help="write the prediction records here")
+    parser.add_argument("-o", "--output", help="report of the predictions (.html, .md, .csv)")
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness.core.files import check_output_file
+
+    json_target = check_output_file(args.json_file, "--json") if args.json_file else None
+    if args.calibration:
+        return calibration_command(args)
+    if args.validate:
+        return validate_command(args, json_target)
+    if not args.workload:
+        raise UsageError("dtbench predict: give a WORKLOAD (or --calibration, or --validate "
+                         "PATH)")
+    return predict_command(args, json_target)
+
+
+def _calibrate_from(args: argparse.Namespace, default: list[str]) -> tuple[str, ...]:
+    from harness.predict.inputs import paths_exist
+
+    return paths_exist(tuple(args.calibrate_from or default))
+
+
+def predict_command(args: argparse.Namespace, json_target: Any) -> int:
+    """A table per strategy over the node counts; records with --json, a report with -o."""
+    from harness.core.text import render_table
+    from harness.predict.inputs import Request, prepare
+    from harness.predict.model import predict
+    from harness.predict.records import prediction_record
+    from harness.records.fingerprint import harness_info
+    from harness.report import check_output
+
+    target = check_output(args.output)
+    strategies = tuple(dict.fromkeys(args.strategy or ["ddp"]))
+    request = Request(args.workload, strategies, tuple(args.strategy_opt), args.size,
+                      args.precision, args.backend, args.comm, args.network, args.algorithm,
+                      args.compute_from, args.compute_rate,
+                      tuple(args.calibrate_from or ["results"]), args.batch_size, args.threads,
+                      args.scaling)
+    if args.network is None or (args.compute_rate is None and args.compute_from is None):
+        _calibrate_from(args, ["results"])
+    prepared = prepare(request)
+    for warning in prepared.warnings:
+        print(f"dtbench: warning: {warning}", file=sys.stderr)
+    first = next(iter(prepared.contexts.values()))
+    print(f"{first.facts.workload}/{first.facts.size} {first.precision}, batch {first.batch} "
+          f"{'per rank' if first.scaling == 'weak' else 'global'} ({first.scaling} scaling)")
+    print(f"compute: {first.compute.source}")
+    print(f"network: {first.network.description}, {first.network.algorithm} collectives")
+    records, harness = [], harness_info()
+    for strategy, ctx in prepared.contexts.items():
+        points = predict(ctx, strategy, sorted(set(args.nodes)))
+        options = ", ".join(f"{k}={v}" for k, v in sorted(ctx.options.items()))
+        print(f"\n{strategy}" + (f" ({options})" if options else ""))
+        print(render_table(("nodes", "step ms", "samples/s", "efficiency", "comm share",
+                            "dominant", "note"), [_row(p) for p in points]))
+        records += [prediction_record(ctx, p, prepared.provenance, harness) for p in points]
+    print("\n* communication takes longer than compute (comm time > compute time)")
+    for line in prepared.provenance.assumptions:
+        print(f"assumption: {line}")
+    _write(records, json_target, target, args)
+    return EXIT_OK
+
+
+def _row(point: Any) -> list[str]:
+    estimate = point.estimate
+    if estimate is None:
+        return [str(point.nodes), "-", "-", "-", "-", "-", point.reason]
+    share = estimate.exposed_comm / estimate.step_time if estimate.step_time else 0.0
+    mark = "*" if point.comm_overtakes_compute else ""
+    return [str(point.nodes), f"{estimate.step_time * 1e3:.4g}", f"{estimate.throughput:.4g}",
+            f"{point.efficiency:.3f}" if point.efficiency is not None else "-",
+            f"{share:.1%}{mark}", estimate.dominant, "; ".join(estimate.notes) or "-"]
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    words = ["dtbench", "predict"]
+    if args.validate:
+        words += ["--validate", *args.validate]
+    elif args.workload:
+        words.append(args.workload)
+    for strategy in args.strategy or []:
+        words += ["--strategy", strategy]
+    for pair in args.strategy_opt:
+        words += ["--strategy-opt", pair]
+    nodes = ",".join(str(n) for n in args.nodes)
+    for flag, value, default in (
+            ("--nodes", nodes, DEFAULT_NODES), ("--network", args.network, None),
+            ("--algorithm", args.algorithm, "ring"), ("--comm", args.comm, "gloo"),
+            ("--size", args.size, "small"), ("--precision", args.precision, "fp32"),
+            ("--backend", args.backend, "cpu"), ("--batch-size", args.batch_size, None),
+            ("--threads", args.threads, None), ("--scaling", args.scaling, "weak"),
+            ("--compute-from", args.compute_from, None),
+            ("--compute-rate", args.compute_rate, None)):
+        if value is not None and value != default:
+            words += [flag, str(value)]
+    for path in args.calibrate_from or []:
+        words += ["--calibrate-from", path]
+    return shlex.join(words + (["-o", args.output] if args.output else []))
+
+
+def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
+           args: argparse.Namespace) -> None:
+    from harness.core.files import write_atomic
+
+    if json_target is not None:
+        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+    if target is not None:
+        from harness.records.inputs import Loaded
+        from harness.report import choose_format, render
+
+        loaded = Loaded(records=records, sources=[])
+        write_atomic(target, render(loaded, choose_format(None, args.output),
+                                    paths=["(predictions)"], regenerate=_command_line(args)))
+
+
+def calibration_command(args: argparse.Namespace) -> int:
+    """The α-β fits with R² and per-size residuals, and the compute calibrations."""
+    from harness.core.text import render_table, size_label
+    from harness.predict.calibration import comm_fits, compute_from_record, fit_table_rows
+    from harness.predict.inputs import load_calibration
+
+    warnings: list[str] = []
+    records = load_calibration(_calibrate_from(args, ["results"]), warnings)
+    for warning in warnings:
+        print(f"dtbench: warning: {warning}", file=sys.stderr)
+    fits = comm_fits(records)
+    runs = sorted((r for r in records if r.get("status") == "success"
+                   and r["spec"].get("task") is None and r["spec"].get("world_size") == 1),
+                  key=lambda r: (r["spec"]["workload"], r["run_id"]))
+    compute = [(r, compute_from_record(r)) for r in runs if _has_steps(r)]
+    if not fits and not compute:
+        raise UsageError(f"no dtbench comm or single-rank run records in "
+                         f"{' '.join(args.calibrate_from or ['results'])}")
+    if args.json_file:
+        from harness.core.files import write_atomic
+
+        document = {"fits": [{**{k: getattr(fit, k) for k in (
+            "comm", "op", "world_size", "link", "alpha", "beta", "r2", "sizes", "times",
+            "run_ids")}, "residuals": fit.residuals} for fit in fits],
+            "compute": [{"run_id": r["run_id"], "seconds_per_sample": c.seconds_per_sample,
+                         **{k: r["spec"].get(k) for k in ("workload", "size", "precision",
+                                                          "backend", "threads",
+                                                          "batch_per_rank")}}
+                        for r, c in compute]}
+        write_atomic(Path(args.json_file), json.dumps(document, indent=1) + "\n")
+    print("alpha-beta fits, t = alpha + beta * bytes (least squares weighted by 1/t):")
+    print(render_table(("comm", "op", "ranks", "link", "alpha us", "beta ns/B", "GB/s", "R2",
+                        "worst residual", "sizes"), fit_table_rows(fits)))
+    for fit in fits:
+        cells = ", ".join(f"{size_label(s, compact=True)} {r * 100:+.0f}%"
+                          for s, r in zip(fit.sizes, fit.residuals, strict=True))
+        print(f"residuals {fit.comm} {fit.op} x{fit.world_size}: {cells}")
+    print("\ncompute, seconds per sample of single-rank runs:")
+    print(render_table(("workload", "size", "precision", "backend", "threads", "batch",
+                        "ms/sample", "run"),
+                       [[str(r["spec"].get(k)) for k in ("workload", "size", "precision",
+                                                          "backend", "threads",
+                                                          "batch_per_rank")]
+                        + [f"{c.seconds_per_sample * 1e3:.4g}", r["run_id"]]
+                        for r, c in compute]))
+    return EXIT_OK
+
+
+def _has_steps(record: dict[str, Any]) -> bool:
+    return any(m.get("name") == "step_time" for m in record.get("metrics", []))
+
+
+def validate_command(args: argparse.Namespace, json_target: Any) -> int:
+    """Predicted against measured step time for every multi-rank run in the paths."""
+    from harness.core.text import render_table
+    from harness.predict.inputs import load_calibration
+    from harness.predict.records import Provenance, prediction_record
+    from harness.predict.validate import HEADER, summary, table_rows, validate
+    from harness.records.fingerprint import harness_info
+
+    warnings: list[str] = []
+    measured = load_calibration(tuple(args.validate), warnings)
+    calibration = load_calibration(_calibrate_from(args, args.validate), warnings)
+    for warning in warnings:
+        print(f"dtbench: warning: {warning}", file=sys.stderr)
+    rows = validate(measured, calibration, args.algorithm)
+    if not rows:
+        raise UsageError(f"no successful multi-rank run records in {' '.join(args.validate)}")
+    print(render_table(HEADER, table_rows(rows)))
+    print(summary(rows))
+    if json_target is not None:
+        harness = harness_info()
+        records = [prediction_record(row.ctx, row.point, Provenance(
+            comm=str(row.record["spec"].get("comm")), compute_runs=row.ctx.compute.run_ids,
+            created_at=row.record["created_at"], machine=row.record.get("machine", {})),
+            harness, extra={"validation": {"measured_run_id": row.record["run_id"],
+                                           "measured_step_time": row.measured,
+                                           "error": row.error}})
+            for row in rows if row.ctx is not None and row.point is not None]
+        _write(records, json_target, None, args)
+    return EXIT_OK

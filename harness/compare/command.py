@@ -1,0 +1,119 @@
+"""`dtbench compare BASELINE CANDIDATE`: match records by spec, test every sampled metric, and
+exit 1 when one got worse by more than the threshold with statistical significance.
+
+A change counts as a regression only when both the bootstrap CI of the ratio of medians lies
+wholly on the worse side of 1 and the Mann–Whitney test agrees (p < 0.05): a noisy pair of runs
+on a shared machine should not fail a CI pipeline, a real slowdown should. Records from
+different hardware are compared all the same, with a warning: that is a hardware comparison.
+When nothing could be compared, compare exits EXIT_NOTHING_COMPARED and says why.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from harness.compare.matching import spec_differences
+from harness.compare.rows import Comparison, compare_records
+from harness.core.errors import (
+    EXIT_FAILED,
+    EXIT_NOTHING_COMPARED,
+    EXIT_OK,
+    UsageError,
+)
+from harness.core.files import check_output_file, write_atomic
+from harness.core.text import one_line
+from harness.records.inputs import load_inputs
+
+
+def warn(message: str) -> None:
+    print(f"dtbench: warning: {one_line(message, 1000)}", file=sys.stderr)
+
+
+def load_side(path: str) -> list[dict[str, Any]]:
+    loaded = load_inputs([path])
+    if not loaded.records:
+        why = f" ({loaded.warnings[0]}" + (f", and {len(loaded.warnings) - 1} more" if
+                                           len(loaded.warnings) > 1 else "") + ")" \
+            if loaded.warnings else ""
+        raise UsageError(f"{path}: no readable dtbench records{why}")
+    for message in loaded.warnings:
+        warn(message)
+    success = [record for record in loaded.records if record.get("status") == "success"]
+    if not success:
+        raise UsageError(f"{path}: no successful records to compare "
+                         f"({len(loaded.records)} skipped or failed)")
+    return success
+
+
+def parse_match_on(text: str | None) -> tuple[str, ...] | None:
+    """--match-on workload,size,precision -> the spec fields that alone decide a match."""
+    if text is None:
+        return None
+    fields = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not fields:
+        raise UsageError("--match-on: name the spec fields to match on, e.g. "
+                         "workload,size,precision")
+    return fields
+
+
+def nothing_compared(comparison: Comparison, baseline: list[dict[str, Any]],
+                     candidate: list[dict[str, Any]], match_on: tuple[str, ...] | None) -> str:
+    """Why a comparison compared nothing, in one line."""
+    if comparison.pairs:
+        return ("every matched spec lacks samples on a side (no per-step data and no "
+                "mean/stddev/rounds to test): nothing compared")
+    differences = spec_differences(baseline, candidate)
+    if match_on:
+        differences = [d for d in differences if d.split(":")[0] in match_on]
+    if differences:
+        return ("no spec in common: nothing compared; the sides differ in "
+                + "; ".join(differences) + " (--match-on FIELDS compares across an "
+                "intended difference)")
+    return ("no spec in common: nothing compared; each side's fields overlap but no record "
+            "has a partner with the same spec_key (threads, compile, data or another field "
+            "differs per record; --match-on FIELDS compares across it)")
+
+
+def _machine_ids(records: list[dict[str, Any]]) -> set[str]:
+    return {str(machine["machine_id"]) for record in records
+            if isinstance(machine := record.get("machine"), dict) and machine.get("machine_id")}
+
+
+def other_machines(comparison: Comparison) -> str | None:
+    """A note when the compared records ran on different machines of the same hardware."""
+    before = _machine_ids([r for base, _ in comparison.pairs for r in base.records])
+    after = _machine_ids([r for _, cand in comparison.pairs for r in cand.records])
+    if comparison.hardware or not before or not after or before == after:
+        return None
+    return (f"baseline and candidate ran on different machines (machine_id "
+            f"{', '.join(sorted(before))} vs {', '.join(sorted(after))}) with the same "
+            "hardware fields; neighbours and placement may differ")
+
+
+def command(args: argparse.Namespace) -> int:
+    target = check_output_file(args.json_file, "--json") if args.json_file else None
+    match_on = parse_match_on(getattr(args, "match_on", None))
+    baseline, candidate = load_side(args.baseline), load_side(args.candidate)
+    comparison = compare_records(baseline, candidate, float(args.threshold), match_on)
+    for label, found in comparison.hardware.items():
+        warn(f"different hardware: this is a hardware comparison ({label}: "
+             f"{'; '.join(found)}); a difference may come from the hardware")
+    note = other_machines(comparison)
+    if note:
+        warn(note)
+    print(comparison.render())
+    if target is not None:
+        try:
+            write_atomic(target, json.dumps(comparison.as_dict(), indent=1, allow_nan=False)
+                         + "\n")
+        except OSError as exc:
+            raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
+    if comparison.regressions:
+        return EXIT_FAILED
+    if not comparison.compared:
+        print(f"dtbench: {nothing_compared(comparison, baseline, candidate, match_on)}",
+              file=sys.stderr)
+        return EXIT_NOTHING_COMPARED
+    return EXIT_OK

@@ -1,0 +1,278 @@
+"""The rows of a comparison: each metric of each matched spec, its ratio, CI, p and verdict."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.compare.matching import SpecGroup, match_specs
+from harness.compare.stats import ALPHA, RatioTest, finite_samples, ratio_of
+from harness.core.text import render_table
+from harness.microbench.kernels import metrics as kernel
+from harness.records.record import finite_json
+
+# Constants of the model or the machine, not of the run: a change there is not a regression.
+NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
+                          "bytes_sent_per_rank", "memory_bandwidth", *kernel.CONSTANT_METRICS})
+# SPEC section 6, for foreign records whose metrics do not say which way is better.
+KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
+                    "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
+                    "algbw": True, "busbw": True, "latency": False, "energy": False}
+# Records whose values are computed, not measured: the same inputs give the same numbers, so
+# values are compared as they are (a prediction changed or it did not).
+DETERMINISTIC_TASKS = frozenset({"prediction"})
+# Repeats per side from which runs, not steps, are the unit of the statistics.
+MIN_RUNS = 2
+SUGGESTED_REPEATS = 5
+
+OK, REGRESSION, IMPROVED, NO_SAMPLES = "ok", "regression", "improved", "no samples"
+ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
+HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
+          "ratio CI95", "p", "n (base/cand)", "verdict")
+
+
+@dataclass
+class PooledMetric:
+    """One metric over the records of a spec: all raw samples, and each record's value."""
+
+    unit: str
+    higher_is_better: bool | None
+    samples: list[float] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    runs: list[list[float]] = field(default_factory=list)
+    # {mean, stddev, rounds} of runs stored without raw samples (pytest-benchmark --save)
+    summaries: list[dict[str, float]] = field(default_factory=list)
+
+    def summary_value(self) -> float | None:
+        """The stored value (median over repeats), else the median of the samples."""
+        if self.values:
+            return statistics.median(self.values)
+        return statistics.median(self.samples) if self.samples else None
+
+
+def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
+    pooled: dict[str, PooledMetric] = {}
+    for record in records:
+        for entry in record["metrics"]:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                continue
+            name = entry["name"]
+            if name in NOT_COMPARED:
+                continue
+            direction = entry.get("higher_is_better")
+            if not isinstance(direction, bool):
+                direction = KNOWN_DIRECTIONS.get(name)
+            metric = pooled.setdefault(name, PooledMetric(str(entry.get("unit") or ""), direction))
+            samples = entry.get("samples")
+            run = finite_samples(samples if isinstance(samples, list) else []).tolist()
+            metric.samples += run
+            if run:
+                metric.runs.append(run)
+            metric.values += finite_samples([entry.get("value")]).tolist()
+            summary = _summary_of(entry)
+            if not run and summary is not None:
+                metric.summaries.append(summary)
+    return pooled
+
+
+def _summary_of(entry: dict[str, Any]) -> dict[str, float] | None:
+    """{mean, stddev, rounds} from a metric's `summary` where all three are usable numbers."""
+    summary = entry.get("summary")
+    if not isinstance(summary, dict):
+        return None
+    values = finite_samples([summary.get(k) for k in ("mean", "stddev", "rounds")])
+    if values.size != 3 or values[2] < 2 or values[0] <= 0 or values[1] < 0:
+        return None
+    return {"mean": float(values[0]), "stddev": float(values[1]), "rounds": float(values[2])}
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One metric of one spec: the medians, their ratio, its CI, the p-value and the verdict."""
+
+    workload: str
+    spec: str
+    metric: str
+    unit: str
+    higher_is_better: bool | None
+    verdict: str
+    baseline: float | None = None
+    candidate: float | None = None
+    ratio: float = math.nan
+    test: RatioTest | None = None
+
+    def cells(self) -> list[str]:
+        ci = f"[{self.test.ci_low:.3f}, {self.test.ci_high:.3f}]" if self.test else "-"
+        p_value = _number(self.test.p_value, "{:.2g}") if self.test else "-"
+        count = (f"{self.test.n_baseline}/{self.test.n_candidate} "
+                 f"{'runs' if self.test.level == 'runs' else 'steps'}") if self.test else "-"
+        return [self.workload, self.spec, self.metric, self.unit or "-", _number(self.baseline),
+                _number(self.candidate), _number(self.ratio, "{:.3f}"), ci, p_value, count,
+                self.verdict]
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "workload": self.workload, "spec": self.spec, "metric": self.metric,
+            "unit": self.unit, "higher_is_better": self.higher_is_better,
+            "baseline_median": self.baseline, "candidate_median": self.candidate,
+            "ratio": self.ratio, "ci95": None, "p_value": None, "verdict": self.verdict}
+        if self.test:
+            data.update(self.test.as_dict())
+        return data
+
+
+def _number(value: float | None, fmt: str = "{:.4g}") -> str:
+    return "-" if value is None or not math.isfinite(value) else fmt.format(value)
+
+
+def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: float) -> str:
+    if higher_is_better is None or not math.isfinite(test.ratio):
+        return OK
+    limit = threshold_pct / 100.0
+    lower, higher = test.ratio < 1.0 - limit, test.ratio > 1.0 + limit
+    worse, better = (lower, higher) if higher_is_better else (higher, lower)
+    if worse and test.significant(higher_is_better, worse=True, alpha=ALPHA):
+        return REGRESSION
+    if better and test.significant(higher_is_better, worse=False, alpha=ALPHA):
+        return IMPROVED
+    return OK
+
+
+def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
+                   ) -> list[ComparisonRow]:
+    base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
+    deterministic = all(r["spec"].get("task") in DETERMINISTIC_TASKS
+                        for r in base.records + cand.records)
+    rows = []
+    for name in list(base_metrics) + [n for n in cand_metrics if n not in base_metrics]:
+        before, after = base_metrics.get(name), cand_metrics.get(name)
+        known = before or after
+        assert known is not None
+        common = dict(workload=base.workload, spec=base.label, metric=name, unit=known.unit,
+                      higher_is_better=known.higher_is_better)
+        if before is None or after is None:
+            value = known.summary_value()
+            rows.append(ComparisonRow(**common, verdict=ONLY_CANDIDATE if before is None
+                                      else ONLY_BASELINE,
+                                      baseline=value if after is None else None,
+                                      candidate=value if before is None else None))
+        elif before.samples and after.samples:
+            if len(before.runs) >= MIN_RUNS and len(after.runs) >= MIN_RUNS:
+                test = RatioTest.of_runs([np.asarray(r) for r in before.runs],
+                                         [np.asarray(r) for r in after.runs])
+            else:
+                test = RatioTest.of(before.samples, after.samples)
+            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
+                                                                   threshold_pct),
+                                      baseline=test.baseline_median,
+                                      candidate=test.candidate_median, ratio=test.ratio,
+                                      test=test))
+        elif deterministic and before.values and after.values:
+            test = RatioTest.exact(statistics.median(before.values),
+                                   statistics.median(after.values))
+            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
+                                                                   threshold_pct),
+                                      baseline=test.baseline_median,
+                                      candidate=test.candidate_median, ratio=test.ratio,
+                                      test=test))
+        elif before.summaries and after.summaries and not (before.samples or after.samples):
+            test = RatioTest.of_summaries(before.summaries, after.summaries)
+            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
+                                                                   threshold_pct),
+                                      baseline=test.baseline_median,
+                                      candidate=test.candidate_median, ratio=test.ratio,
+                                      test=test))
+        else:
+            old, new = before.summary_value(), after.summary_value()
+            rows.append(ComparisonRow(**common, verdict=NO_SAMPLES, baseline=old, candidate=new,
+                                      ratio=ratio_of(old, new)))
+    return rows
+
+
+@dataclass
+class Comparison:
+    """Everything `compare` prints: the rows, the specs without a partner, the threshold."""
+
+    threshold_pct: float
+    pairs: list[tuple[SpecGroup, SpecGroup]]
+    rows: list[ComparisonRow]
+    only_in_baseline: list[SpecGroup]
+    only_in_candidate: list[SpecGroup]
+    # spec label -> the hardware fields that differ between the sides' records of that spec
+    hardware: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def compared(self) -> list[ComparisonRow]:
+        """Rows whose metric was tested (samples or summaries on both sides)."""
+        return [row for row in self.rows if row.test is not None]
+
+    @property
+    def regressions(self) -> list[ComparisonRow]:
+        return [row for row in self.rows if row.verdict == REGRESSION]
+
+    def summary(self) -> str:
+        found = self.regressions
+        if not found:
+            return f"no significant regression (threshold {self.threshold_pct:g}%)"
+        named = ", ".join(f"{row.metric} on {row.workload} ({row.spec})" for row in found)
+        return f"{len(found)} regression(s): {named}"
+
+    def render(self) -> str:
+        lines = [render_table(HEADER, [row.cells() for row in self.rows])] if self.rows else [
+            "no spec in common between baseline and candidate"]
+        lines += [f"only in baseline: {g.workload} ({g.label})" for g in self.only_in_baseline]
+        lines += [f"only in candidate: {g.workload} ({g.label})" for g in self.only_in_candidate]
+        lines += [f"different hardware: this is a hardware comparison ({label}: "
+                  f"{'; '.join(found)})" for label, found in self.hardware.items()]
+        if any(row.test is not None and row.test.level == "summary" for row in self.rows):
+            lines.append("note: rows measured 'summary' come from summary statistics alone "
+                         "(mean, stddev, rounds; no per-round data in the file): ratio of "
+                         "means, delta-method CI, Welch's t-test")
+        if any(row.test is not None and row.test.level == "samples" for row in self.rows):
+            lines.append("note: where a side has one run of a spec, its steps are the samples; "
+                         "they share that run's machine state, so run-to-run variation is not "
+                         f"in the interval (repeat runs, e.g. --repeat {SUGGESTED_REPEATS}, "
+                         "make runs the unit)")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return finite_json({
+            "threshold_pct": self.threshold_pct,
+            "regressions": len(self.regressions),
+            "summary": self.summary(),
+            "rows": [row.as_dict() for row in self.rows],
+            "only_in_baseline": [{"workload": g.workload, "spec": g.label}
+                                 for g in self.only_in_baseline],
+            "only_in_candidate": [{"workload": g.workload, "spec": g.label}
+                                  for g in self.only_in_candidate],
+            "different_hardware": self.hardware,
+        })
+
+
+def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
+                    threshold_pct: float, match_on: tuple[str, ...] | None = None
+                    ) -> Comparison:
+    """Compare the successful records of two sides (others are ignored)."""
+    from harness.core.hardware import hardware_differences
+
+    pairs, only_base, only_cand = match_specs(
+        [r for r in baseline if r.get("status") == "success"],
+        [r for r in candidate if r.get("status") == "success"], match_on)
+    rows = [row for base, cand in pairs for row in compare_groups(base, cand, threshold_pct)]
+    hardware: dict[str, list[str]] = {}
+    for base, cand in pairs:
+        found = sorted({difference for before in base.records for after in cand.records
+                        for difference in hardware_differences(_machine(before),
+                                                               _machine(after))})
+        if found:
+            hardware[f"{base.workload} {base.label}"] = found
+    return Comparison(threshold_pct, pairs, rows, only_base, only_cand, hardware)
+
+
+def _machine(record: dict[str, Any]) -> dict[str, Any]:
+    machine = record.get("machine")
+    return machine if isinstance(machine, dict) else {}

@@ -1,0 +1,9 @@
+"""`dtbench predict`: a calibrated analytic model of distributed training (SPEC §10).
+
+costs.py prices one collective with α-β formulas; network.py holds the α and β of each
+collective (fitted from `dtbench comm` records by calibration.py, or given); workload.py the
+facts of a workload and its calibrated compute time; the strategy models (dataparallel.py,
+servers.py, modelparallel.py) turn the volumes of harness.strategies.volumes into a step
+time; model.py runs them over node counts; validate.py sets predictions beside measured runs;
+records.py writes the results as records of task "prediction".
+"""

@@ -1,0 +1,125 @@
+"""What every strategy model reads (the workload's facts, the calibrated compute and network,
+the batch and options) and what it returns (a step estimate)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from harness.predict.calibration import ComputeCalibration
+from harness.predict.network import Network
+from workloads.layers import LayerFacts, layer_table
+
+PARAM_BYTES = 4  # fp32 master weights (autocast keeps them, and DDP's gradients, in fp32)
+ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+class NotModelled(ValueError):
+    """This strategy cannot run this configuration (too few nodes, uneven groups, ...)."""
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """A workload at one size, layer by layer (workloads.layers)."""
+
+    workload: str
+    size: str
+    layers: tuple[LayerFacts, ...]
+
+    @property
+    def parameters(self) -> int:
+        return sum(layer.parameters for layer in self.layers)
+
+    @property
+    def param_bytes(self) -> float:
+        return float(self.parameters * PARAM_BYTES)
+
+    @property
+    def flops_per_sample(self) -> int:
+        return sum(layer.flops for layer in self.layers)
+
+    @property
+    def forward_fraction(self) -> float:
+        """Share of the FLOPs in the forward pass: how a measured step splits into phases."""
+        total = self.flops_per_sample
+        return sum(layer.forward_flops for layer in self.layers) / total if total else 1 / 3
+
+    @property
+    def linear_layers(self) -> list[LayerFacts]:
+        return [layer for layer in self.layers if layer.in_features is not None]
+
+
+@lru_cache(maxsize=16)
+def workload_facts(workload: str, size: str) -> WorkloadFacts:
+    """The layer table of a workload at a size, counted once per process."""
+    return WorkloadFacts(workload, size, tuple(layer_table(workload, size)))
+
+
+@dataclass(frozen=True)
+class Context:
+    """One prediction's inputs apart from the node count.
+
+    batch is per rank under weak scaling (every rank keeps it) and global under strong
+    scaling (the ranks share it); options are the strategy's, defaults filled in;
+    core_sharing >= 1 slows compute when a node's ranks need more cores than it has.
+    """
+
+    facts: WorkloadFacts
+    compute: ComputeCalibration
+    network: Network
+    batch: int
+    scaling: str = "weak"
+    precision: str = "fp32"
+    options: dict[str, Any] = field(default_factory=dict)
+    core_sharing: float = 1.0
+
+    @property
+    def element_bytes(self) -> int:
+        """Bytes per activation element: autocast computes in bf16/fp16."""
+        return ACTIVATION_BYTES.get(self.precision, 4)
+
+    def rank_batch(self, workers: int) -> float:
+        """Samples one of `workers` data-parallel ranks computes per step."""
+        return self.batch if self.scaling == "weak" else self.batch / workers
+
+    def compute_time(self, samples: float, synchronous_ranks: int = 1) -> float:
+        """Seconds to compute `samples` on one rank, as the slowest of the ranks that wait for
+        each other every step (ComputeCalibration.slowest_of)."""
+        return samples * self.compute.slowest_of(synchronous_ranks) * self.core_sharing
+
+    def option(self, name: str) -> Any:
+        return self.options[name]
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """One step as the model sees it: compute, communication (seconds per labelled
+    collective, overlapped or not) and the bytes each rank sends by kind."""
+
+    step_time: float
+    samples_per_step: float
+    compute_time: float
+    comm: dict[str, float]
+    volumes: dict[str, float]
+    notes: tuple[str, ...] = ()
+    bubble: float | None = None
+
+    @property
+    def throughput(self) -> float:
+        return self.samples_per_step / self.step_time if self.step_time > 0 else float("inf")
+
+    @property
+    def comm_time(self) -> float:
+        """All communication of a step, hidden behind compute or not."""
+        return sum(self.comm.values())
+
+    @property
+    def exposed_comm(self) -> float:
+        """The part of the step that is not compute: waiting on communication (and bubbles)."""
+        return max(0.0, self.step_time - self.compute_time)
+
+    @property
+    def dominant(self) -> str:
+        """The collective that takes the most time ("-" when nothing moves)."""
+        busy = {label: t for label, t in self.comm.items() if t > 0}
+        return max(busy, key=lambda label: (busy[label], label)) if busy else "-"

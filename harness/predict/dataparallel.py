@@ -1,0 +1,153 @@
+"""Step time of the data-parallel strategies: ddp, zero1, fsdp, localsgd, gossip, hogwild.
+
+A measured single-rank step of T seconds is split into forward and backward by the workload's
+FLOP shares (T_f = T·forward FLOPs/all FLOPs, T_b = T - T_f). Synchronous strategies take T as
+the slowest of their ranks (ComputeCalibration.slowest_of). Byte volumes come from
+harness.strategies.volumes; times from the network's α-β costs.
+"""
+from __future__ import annotations
+
+from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
+from harness.strategies import volumes
+
+FIRST_BUCKET_BYTES = 2**20  # DDP closes its first bucket at 1 MiB, so reduction starts early
+COMPRESSION = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
+
+
+def gradient_scale(ctx: Context) -> float:
+    """Bytes on the wire per fp32 gradient byte under the run's compression hook."""
+    name = str(ctx.options.get("compression", "none"))
+    if name not in COMPRESSION:
+        raise NotModelled(f"compression {name!r} is not modelled (only fp16, bf16, none)")
+    return COMPRESSION[name]
+
+
+def buckets(ctx: Context, scale: float = 1.0) -> list[tuple[float, float]]:
+    """DDP's gradient buckets in reduction order: (bytes on the wire, share of the backward
+    pass done when the bucket is ready). Layers are taken last to first, as gradients appear;
+    a bucket closes once it holds 1 MiB (the first) or bucket_mb MiB (the others) of fp32
+    gradients; compression (scale) shrinks what is sent, not the buckets."""
+    layers = ctx.facts.layers
+    total = sum(layer.backward_flops for layer in layers) or 1
+    cap, found, current, done = FIRST_BUCKET_BYTES, [], 0.0, 0
+    for layer in reversed(layers):
+        done += layer.backward_flops
+        if layer.parameters == 0:
+            continue
+        current += layer.parameters * PARAM_BYTES
+        if current >= cap:
+            found.append((current * scale, done / total))
+            cap, current = float(ctx.options.get("bucket_mb", 25)) * 2**20, 0.0
+    if current > 0:
+        found.append((current * scale, 1.0))
+    return found
+
+
+def overlapped_allreduce(ctx: Context, ranks: int, backward: float, scale: float = 1.0
+                         ) -> tuple[float, float]:
+    """(end of the backward phase, seconds of allreduce) with buckets reduced one after
+    another as soon as they are ready: end = max(T_b, the last bucket's allreduce end);
+    without overlap (option overlap=0) end = T_b + the sum of the allreduces."""
+    clock, busy = 0.0, 0.0
+    overlap = bool(ctx.options.get("overlap", True))
+    for size, ready in buckets(ctx, scale):
+        took = ctx.network.time("allreduce", size, ranks)
+        busy += took
+        clock = max(clock, ready * backward if overlap else backward) + took
+    return max(backward, clock), busy
+
+
+def _phases(ctx: Context, samples: float, ranks: int) -> tuple[float, float, float]:
+    total = ctx.compute_time(samples, ranks)
+    forward = total * ctx.facts.forward_fraction
+    return total, forward, total - forward
+
+
+def ddp(ctx: Context, nodes: int) -> StepEstimate:
+    """step = T_f + max(T_b, end of the bucketed gradient allreduce), the buckets reduced as
+    the backward pass frees them (the last bucket's allreduce is the tail that cannot hide)."""
+    scale = gradient_scale(ctx)
+    samples = ctx.rank_batch(nodes)
+    total, forward, backward = _phases(ctx, samples, nodes)
+    end, busy = overlapped_allreduce(ctx, nodes, backward, scale)
+    return StepEstimate(forward + end, samples * nodes, total, {"allreduce (gradient)": busy},
+                        volumes.ddp(ctx.facts.param_bytes * scale, nodes))
+
+
+def zero1(ctx: Context, nodes: int) -> StepEstimate:
+    """ddp's step, then after the optimizer step every rank broadcasts its shard (P/n) of the
+    updated parameters: + n · broadcast(P/n), not overlapped."""
+    step = ddp(ctx, nodes)
+    shards = nodes * ctx.network.time("broadcast", ctx.facts.param_bytes / nodes, nodes)
+    comm = {**step.comm, "broadcast (parameter)": shards}
+    return StepEstimate(step.step_time + shards, step.samples_per_step, step.compute_time, comm,
+                        volumes.zero1(ctx.facts.param_bytes, nodes),
+                        ("the optimizer's own time is not divided by n",))
+
+
+def _units(ctx: Context) -> list[float]:
+    """Parameter bytes of each FSDP unit: the workload's blocks that hold parameters."""
+    sizes: dict[str, float] = {}
+    for layer in ctx.facts.layers:
+        if layer.parameters:
+            sizes[layer.block] = sizes.get(layer.block, 0.0) + layer.parameters * PARAM_BYTES
+    return list(sizes.values())
+
+
+def fsdp(ctx: Context, nodes: int) -> StepEstimate:
+    """FSDP2 with one unit per block. forward = AG(first unit) + max(T_f, AG(other units));
+    backward = [AG(last unit)] + max(T_b, [AG(other units)] + RS(all but the first unit))
+    + RS(first unit): prefetching hides all but the first gather and the last reduce-scatter.
+    Gathers in the backward pass only when reshard_after_forward (the default)."""
+    samples = ctx.rank_batch(nodes)
+    total, forward, backward = _phases(ctx, samples, nodes)
+    units = _units(ctx) or [0.0]
+    gather = [ctx.network.time("allgather", size, nodes) for size in units]
+    scatter = [ctx.network.time("reducescatter", size, nodes) for size in units]
+    reshard = bool(ctx.options.get("reshard_after_forward", True))
+    step_forward = gather[0] + max(forward, sum(gather[1:]))
+    hidden = (sum(gather[:-1]) if reshard else 0.0) + sum(scatter[1:])
+    step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
+    comm = {"allgather (parameter)": sum(gather) * (2 if reshard else 1),
+            "reducescatter (gradient)": sum(scatter)}
+    return StepEstimate(step_forward + step_backward, samples * nodes, total, comm,
+                        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard))
+
+
+def localsgd(ctx: Context, nodes: int) -> StepEstimate:
+    """Local steps at the single-rank pace, plus the parameter allreduce every H=period steps
+    (per-step mean allreduce(P, n)/H) and, with subgroup s > 1, ddp's overlapped gradient
+    allreduce inside the subgroup."""
+    period, subgroup = int(ctx.option("period")), int(ctx.options.get("subgroup", 1))
+    if nodes % subgroup:
+        raise NotModelled(f"subgroup {subgroup} does not divide {nodes} ranks")
+    samples = ctx.rank_batch(nodes)
+    total, forward, backward = _phases(ctx, samples, subgroup)
+    end, busy = overlapped_allreduce(ctx, subgroup, backward)
+    average = ctx.network.time("allreduce", ctx.facts.param_bytes, nodes) / period
+    comm = {"allreduce (parameter)": average, "allreduce (gradient)": busy}
+    return StepEstimate(forward + end + average, samples * nodes, total, comm,
+                        volumes.localsgd(ctx.facts.param_bytes, nodes, period=period,
+                                         subgroup=subgroup),
+                        ("ranks meet only every H steps: per-step jitter is not added",))
+
+
+def gossip(ctx: Context, nodes: int) -> StepEstimate:
+    """Each rank waits for its (up to) two ring neighbours and sends them its parameters:
+    step = T (slowest of 3) + neighbours · (α + P·β), not overlapped."""
+    peers = min(int(ctx.options.get("neighbours", 2)), nodes - 1)
+    samples = ctx.rank_batch(nodes)
+    total = ctx.compute_time(samples, min(nodes, peers + 1))
+    send = peers * ctx.network.time("p2p", ctx.facts.param_bytes, 2)
+    return StepEstimate(total + send, samples * nodes, total, {"p2p (parameter)": send},
+                        volumes.gossip(ctx.facts.param_bytes, nodes, neighbours=peers))
+
+
+def hogwild(ctx: Context, nodes: int) -> StepEstimate:
+    """n processes updating one shared model on one node, each at the calibrated per-rank
+    pace, nothing on the network."""
+    samples = ctx.rank_batch(nodes)
+    total = ctx.compute_time(samples)
+    return StepEstimate(total, samples * nodes, total, {}, volumes.hogwild(0, nodes),
+                        ("one node: contention for memory bandwidth and the shared model's "
+                         "cache lines is not modelled",))

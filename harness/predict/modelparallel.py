@@ -1,0 +1,106 @@
+"""Step time of the model-parallel strategies: pipeline, tensor and dp-tp.
+
+Activation sizes come from the workload's layer table (workloads.layers): the output of the
+last layer before each pipeline cut, the shapes of the fully connected layers that tensor
+parallelism splits. Activation bytes per element follow the precision (autocast: 2).
+"""
+from __future__ import annotations
+
+from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
+from harness.strategies import volumes
+from workloads.layers import balance_stages, block_table
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+
+
+def pipeline(ctx: Context, nodes: int) -> StepEstimate:
+    """p = n ranks, M microbatches, v chunks per rank (interleaved-1f1b; 1 otherwise), pv
+    stages balanced by FLOPs over the blocks. With T the whole batch's compute on one rank
+    and s the slowest stage's FLOP share:
+
+    step = (M·v + p - 1) · (T·s/M + 2·t_x), t_x = α + (B/M)·a_cut·β over the largest cut;
+    bubble = (p - 1)/(M·v + p - 1). GPipe and 1F1B take the same time (they differ in memory).
+    """
+    schedule = str(ctx.option("schedule"))
+    if schedule not in SCHEDULES:
+        raise NotModelled(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
+    micro = int(ctx.option("microbatches"))
+    chunks = int(ctx.options.get("chunks") or (2 if schedule == "interleaved-1f1b" else 1))
+    units = block_table(ctx.facts.layers)
+    if nodes * chunks > len(units):
+        raise NotModelled(f"cannot cut {len(units)} blocks into {nodes * chunks} pipeline stages")
+    sizes = balance_stages([float(u.flops) for u in units], nodes * chunks)
+    ends = [sum(sizes[: k + 1]) - 1 for k in range(len(sizes))]
+    total_flops = sum(u.flops for u in units) or 1
+    starts = [end - size + 1 for end, size in zip(ends, sizes, strict=True)]
+    shares = [sum(u.flops for u in units[s:e + 1]) / total_flops
+              for s, e in zip(starts, ends, strict=True)]
+    cuts = [units[end].output_elements * ctx.element_bytes for end in ends[:-1]]
+    batch = ctx.batch
+    whole = ctx.compute_time(batch, nodes)
+    transfer = max((ctx.network.time("p2p", cut * batch / micro, 2) for cut in cuts),
+                   default=0.0) if nodes > 1 else 0.0
+    slots = micro * chunks + nodes - 1
+    step = slots * (whole * max(shares) / micro + 2 * transfer)
+    busiest = max(sum(shares[k] for k in range(rank, len(shares), nodes)) for rank in
+                  range(nodes))
+    return StepEstimate(step, batch, whole * busiest, {"p2p (activation)": slots * 2 * transfer},
+                        volumes.pipeline(ctx.facts.param_bytes, nodes, cut_bytes=cuts,
+                                         batch=batch, chunks=chunks, microbatches=micro),
+                        bubble=(nodes - 1) / slots)
+
+
+def _split_layers(ctx: Context, batch_sharded_input: bool) -> list[volumes.TPLayer]:
+    linear = ctx.facts.linear_layers
+    if not linear:
+        raise NotModelled(f"{ctx.facts.workload} has no fully connected layer to split")
+    return volumes.plan_tp_layers([(layer.in_features or 0, layer.out_features or 0,
+                                    layer.positions) for layer in linear],
+                                  batch_sharded_input=batch_sharded_input)
+
+
+def _tp_comm(ctx: Context, layers: list[volumes.TPLayer], batch: float, tp: int) -> float:
+    return sum(ctx.network.time(op, payload, tp) for layer in layers
+               for op, payload in volumes.tp_layer_collectives(layer, int(round(batch)),
+                                                               ctx.element_bytes))
+
+
+def _fc_share(ctx: Context) -> float:
+    total = ctx.facts.flops_per_sample or 1
+    return sum(layer.flops for layer in ctx.facts.linear_layers) / total
+
+
+def tensor(ctx: Context, nodes: int) -> StepEstimate:
+    """tp = n ranks see the same batch: the FC layers' compute is divided by tp, the rest is
+    replicated; each split layer's collectives (volumes.tp_layer_collectives) are added,
+    not overlapped: step = T·(1 - f) + T·f/tp + Σ collectives (f: the FC layers' FLOP share)."""
+    layers = _split_layers(ctx, batch_sharded_input=False)
+    whole = ctx.compute_time(ctx.batch, nodes)
+    share = _fc_share(ctx)
+    compute = whole * (1 - share) + whole * share / nodes
+    comm = _tp_comm(ctx, layers, ctx.batch, nodes)
+    return StepEstimate(compute + comm, ctx.batch, compute, {"tensor-parallel (activation)": comm},
+                        volumes.tensor(ctx.facts.param_bytes, nodes, layers=layers,
+                                       batch=ctx.batch, element_bytes=ctx.element_bytes))
+
+
+def dp_tp(ctx: Context, nodes: int) -> StepEstimate:
+    """A dp × tp mesh (Krizhevsky 2014): each rank computes its batch b through the dense
+    layers and 1/tp of the FC layers for the tp·b samples of its group (= T(b)); then, not
+    overlapped, the dense gradients' allreduce over n, the FC shards' allreduce over dp, and
+    the FC activations' collectives inside the group."""
+    tp = int(ctx.option("tp"))
+    if tp < 1 or nodes % tp:
+        raise NotModelled(f"tp={tp} does not divide {nodes} ranks")
+    layers = _split_layers(ctx, batch_sharded_input=True)
+    samples = ctx.rank_batch(nodes)
+    compute = ctx.compute_time(samples, nodes)
+    split = sum(layer.parameters for layer in layers) * PARAM_BYTES
+    dense = max(0.0, ctx.facts.param_bytes - split)
+    comm = {"allreduce (gradient)": ctx.network.time("allreduce", dense, nodes)
+            + ctx.network.time("allreduce", split / tp, nodes // tp),
+            "tensor-parallel (activation)": _tp_comm(ctx, layers, tp * samples, tp)}
+    return StepEstimate(compute + sum(comm.values()), samples * nodes, compute, comm,
+                        volumes.dp_tp(ctx.facts.param_bytes, nodes, tp=tp, layers=layers,
+                                      batch_per_rank=int(round(samples)),
+                                      element_bytes=ctx.element_bytes))

@@ -1,0 +1,125 @@
+"""Predictions as schema-v1 records of task "prediction", readable by report and compare.
+
+A prediction is a function of its inputs, so its record is too: created_at is the newest
+calibration record's time (the information the prediction rests on; the epoch when nothing
+was measured), run_id a hash of the inputs, the machine and software those of the calibration.
+The same records and options give the same bytes.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.predict.context import Context
+from harness.predict.model import Point
+from harness.records.record import Metric, build_record
+
+MODEL_VERSION = 1
+EPOCH = "1970-01-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a prediction's numbers came from: calibration runs, their machine, assumptions."""
+
+    comm: str
+    compute_runs: tuple[str, ...] = ()
+    comm_runs: tuple[str, ...] = ()
+    created_at: str = EPOCH
+    machine: dict[str, Any] = field(default_factory=dict)
+    software: dict[str, Any] = field(default_factory=dict)
+    assumptions: tuple[str, ...] = ()
+
+
+CALIBRATION_FIELDS = ("compute", "compute_assumed", "global_batch")
+
+
+def _digest(document: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(document, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _created(text: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        moment = dt.datetime.fromisoformat(EPOCH.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
+    """The spec of one predicted configuration (identity fields as in run records)."""
+    estimate = point.estimate
+    samples = estimate.samples_per_step if estimate else None
+    return {
+        "task": "prediction", "workload": ctx.facts.workload, "size": ctx.facts.size,
+        "backend": "cpu", "comm": comm, "launcher": "model", "precision": ctx.precision,
+        "world_size": point.nodes, "nnodes": point.nodes, "nproc_per_node": 1,
+        "batch_per_rank": ctx.batch if ctx.scaling == "weak" else ctx.batch / point.nodes,
+        "global_batch": samples, "steps": 0, "warmup": 0, "mode": "prediction",
+        "strategy": point.strategy, "strategy_options": dict(sorted(ctx.options.items())),
+        "scaling": ctx.scaling, "network": ctx.network.description,
+        "network_assumed": ctx.network.assumed, "algorithm": ctx.network.algorithm,
+        "compute": ctx.compute.source, "compute_assumed": ctx.compute.assumed,
+    }
+
+
+def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
+    """SPEC §6 names where they apply; all per rank and per step unless said."""
+    estimate = point.estimate
+    if estimate is None:
+        return []
+    step = estimate.step_time
+    metrics = [
+        Metric("step_time", "s", step, False),
+        Metric("throughput", "samples/s", estimate.throughput, True),
+        Metric("scaling_efficiency", "1", point.efficiency, True,
+               extra={"kind": ctx.scaling, "world_size": point.nodes,
+                      "definition": "throughput_N / (N x throughput_1), throughput_1 the "
+                                    "calibrated single-rank rate"}),
+        Metric("flops_per_sample", "FLOP", float(ctx.facts.flops_per_sample), False),
+        Metric("achieved_flops", "FLOP/s", ctx.facts.flops_per_sample * estimate.throughput,
+               True),
+        Metric("compute_time", "s", estimate.compute_time, False),
+        Metric("comm_time", "s", estimate.comm_time, False,
+               extra={"by_collective": dict(estimate.comm)}),
+        Metric("comm_share", "1", estimate.exposed_comm / step if step > 0 else 0.0, False,
+               extra={"meaning": "share of the step not covered by compute"}),
+        Metric("comm_bytes", "bytes", sum(estimate.volumes.values()), False),
+    ]
+    metrics += [Metric(f"comm_bytes_{kind}", "bytes", value, False)
+                for kind, value in estimate.volumes.items()]
+    if estimate.bubble is not None:
+        metrics.append(Metric("bubble_fraction", "1", estimate.bubble, False))
+    return metrics
+
+
+def prediction_record(ctx: Context, point: Point, provenance: Provenance,
+                      harness: dict[str, Any], extra: dict[str, Any] | None = None
+                      ) -> dict[str, Any]:
+    """One point as a record: success with metrics, or skipped saying why it has none."""
+    spec = prediction_spec(ctx, point, provenance.comm)
+    estimate = point.estimate
+    details = {
+        "model_version": MODEL_VERSION,
+        "dominant": estimate.dominant if estimate else None,
+        "comm_overtakes_compute": point.comm_overtakes_compute,
+        "notes": list(estimate.notes) if estimate else [],
+        "assumptions": list(provenance.assumptions),
+        "calibration": {"compute": list(provenance.compute_runs),
+                        "comm": list(provenance.comm_runs)},
+    }
+    digest = _digest({"spec": spec, "details": details, "extra": extra or {}})
+    # Two predictions of the same configuration match in `compare` whatever calibrated them.
+    key = _digest({k: v for k, v in spec.items() if k not in CALIBRATION_FIELDS})
+    created = _created(provenance.created_at)
+    machine = {**provenance.machine, "nodes": point.nodes,
+               "interconnect": {"type": ctx.network.description}}
+    return build_record(
+        run_id=f"{created:%Y%m%dT%H%M%S}Z-predict-{ctx.facts.workload}-{digest[:12]}",
+        created=created, status="success" if estimate else "skipped",
+        error=None if estimate else point.reason, harness=harness, machine=machine,
+        software=dict(provenance.software), spec=spec, metrics=prediction_metrics(ctx, point),
+        events=[], extra={"spec_key": key[:16], "prediction": details, **(extra or {})})

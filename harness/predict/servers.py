@@ -1,0 +1,123 @@
+"""Step time of the parameter-server strategies (ps-sync, ps-async, downpour, ssp) and of
+Kurth et al.'s hybrid: allreduce inside groups, asynchronous exchange with the servers.
+
+K = servers ranks hold the parameters in K shards; the other W = n - K ranks work. One
+direction of an exchange (a push of P gradient bytes, or a fetch of P parameter bytes):
+
+- a worker's link carries K messages of P/K: K·α + P·β;
+- a server's link carries one message of P/K per client (incast): clients·(α + P/K·β).
+
+Synchronous: everyone waits for the slower of the two. Asynchronous: workers run at their own
+pace (T + their own exchange) until the servers saturate; the servers, all working in
+parallel, serve at most 1 / (2·(α + P/K·β)) worker steps per second.
+"""
+from __future__ import annotations
+
+from harness.predict.context import Context, NotModelled, StepEstimate
+from harness.predict.dataparallel import overlapped_allreduce
+from harness.strategies import volumes
+
+
+def _layout(ctx: Context, nodes: int) -> tuple[int, int]:
+    servers = int(ctx.options.get("servers", 1))
+    if servers < 1 or nodes - servers < 1:
+        raise NotModelled(f"needs more than the {servers} server rank(s)")
+    return servers, nodes - servers
+
+
+def exchange(ctx: Context, servers: int, clients: int, nbytes: float) -> tuple[float, float]:
+    """(client's link, a server's link) seconds for one direction of an exchange."""
+    link = ctx.network.link("p2p", 2)
+    return (servers * link.alpha + nbytes * link.beta,
+            clients * (link.alpha + nbytes / servers * link.beta))
+
+
+def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
+    """step = T (slowest of W) + push + fetch, each max(K·α + P·β, W·(α + P/K·β))."""
+    servers, workers = _layout(ctx, nodes)
+    samples = ctx.rank_batch(workers)
+    total = ctx.compute_time(samples, workers)
+    client, server = exchange(ctx, servers, workers, ctx.facts.param_bytes)
+    one_way = max(client, server)
+    notes = ("server incast: the servers' links, not the workers', set the exchange",) \
+        if server > client else ()
+    return StepEstimate(total + 2 * one_way, samples * workers, total,
+                        {"push (gradient)": one_way, "fetch (parameter)": one_way},
+                        volumes.ps_sync(ctx.facts.param_bytes, nodes, servers=servers), notes)
+
+
+def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
+                  vol: dict[str, float]) -> StepEstimate:
+    """Workers cycle in T + (K·α + P·β)·(1/push_every + 1/fetch_every); the servers serve
+    at most 1 / ((α + P/K·β)·(1/push_every + 1/fetch_every)) worker steps per second; the
+    step is the mean time between one worker's steps, W / min(W / cycle, capacity)."""
+    servers, workers = _layout(ctx, nodes)
+    samples = ctx.rank_batch(workers)
+    total = ctx.compute_time(samples)
+    client, server_per_client = exchange(ctx, servers, 1, ctx.facts.param_bytes)
+    share = 1 / push_every + 1 / fetch_every
+    cycle = total + client * share
+    capacity = 1 / (server_per_client * share) if server_per_client > 0 else float("inf")
+    rate = min(workers / cycle, capacity)
+    step = workers / rate
+    comm = {"push (gradient)": client / push_every, "fetch (parameter)": client / fetch_every}
+    notes: tuple[str, ...] = ()
+    if step > cycle * (1 + 1e-9):
+        comm["server queue (incast)"] = step - cycle
+        notes = (f"server-bound: {servers} server(s) serve {capacity:.4g} worker steps/s",)
+    return StepEstimate(step, samples * workers, total, comm, vol, notes)
+
+
+def ps_async(ctx: Context, nodes: int) -> StepEstimate:
+    """Push and fetch every step, applied on arrival (see _asynchronous)."""
+    servers, _ = _layout(ctx, nodes)
+    return _asynchronous(ctx, nodes, 1, 1,
+                         volumes.ps_async(ctx.facts.param_bytes, nodes, servers=servers))
+
+
+def downpour(ctx: Context, nodes: int) -> StepEstimate:
+    """Push every n_push, fetch every n_fetch steps (see _asynchronous)."""
+    servers, _ = _layout(ctx, nodes)
+    push, fetch = int(ctx.option("n_push")), int(ctx.option("n_fetch"))
+    return _asynchronous(ctx, nodes, push, fetch, volumes.downpour(
+        ctx.facts.param_bytes, nodes, servers=servers, n_fetch=fetch, n_push=push))
+
+
+def ssp(ctx: Context, nodes: int) -> StepEstimate:
+    """As ps-async: the staleness bound s only makes fast workers wait for stragglers, which
+    identical ranks do not have."""
+    servers, _ = _layout(ctx, nodes)
+    step = _asynchronous(ctx, nodes, 1, 1,
+                         volumes.ssp(ctx.facts.param_bytes, nodes, servers=servers))
+    return StepEstimate(step.step_time, step.samples_per_step, step.compute_time, step.comm,
+                        step.volumes, (*step.notes, "the staleness bound is not modelled"))
+
+
+def hybrid(ctx: Context, nodes: int) -> StepEstimate:
+    """G groups of g = ⌈W/G⌉ workers. A group's cycle: T_f + max(T_b, bucketed allreduce in the
+    group) + the leader's push and fetch (2·(K·α + P·β)) + broadcast(P, g) of the new
+    parameters. Groups run asynchronously; the servers serve at most 1 / (2·(α + P/K·β))
+    group steps per second; step = G / min(G / cycle, capacity)."""
+    servers, workers = _layout(ctx, nodes)
+    groups = int(ctx.option("groups"))
+    if not 1 <= groups <= workers:
+        raise NotModelled(f"{workers} workers do not make {groups} groups")
+    size = -(-workers // groups)  # the largest group sets the pace of a group step
+    samples = ctx.rank_batch(workers)
+    total = ctx.compute_time(samples, size)
+    forward = total * ctx.facts.forward_fraction
+    end, allreduce = overlapped_allreduce(ctx, size, total - forward)
+    client, server_per_group = exchange(ctx, servers, 1, ctx.facts.param_bytes)
+    broadcast = ctx.network.time("broadcast", ctx.facts.param_bytes, size)
+    cycle = forward + end + 2 * client + broadcast
+    capacity = 1 / (2 * server_per_group) if server_per_group > 0 else float("inf")
+    step = groups / min(groups / cycle, capacity)
+    comm = {"allreduce in group (gradient)": allreduce, "push (gradient)": client,
+            "fetch (parameter)": client, "broadcast in group (parameter)": broadcast}
+    notes: tuple[str, ...] = (f"groups of {workers // groups} and {size} workers",) \
+        if workers % groups else ()
+    if step > cycle * (1 + 1e-9):
+        comm["server queue (incast)"] = step - cycle
+        notes += (f"server-bound: {servers} server(s) serve {capacity:.4g} group steps/s",)
+    return StepEstimate(step, samples * workers, total, comm, volumes.hybrid(
+        ctx.facts.param_bytes, nodes, groups=groups, servers=servers), notes)

@@ -1,0 +1,173 @@
+"""`dtbench predict --validate`: every measured multi-rank run predicted from calibration
+records alone (single-rank runs of the same workload and threads per rank, `dtbench comm`
+fits of the same backend and link) and set beside its measured step time.
+
+Records without spec.strategy ran DistributedDataParallel: strategy `ddp`, with the run's
+bucket size and compression. Records with spec.strategy and spec.strategy_options are
+predicted with that strategy's model; the link (nnodes, a rate in spec.env or
+machine.interconnect) picks the comm calibration of the same link where one exists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from harness.core.errors import UsageError
+from harness.predict.calibration import (
+    Fit,
+    comm_fits,
+    compute_from_records,
+    link_key,
+    network_from_fits,
+)
+from harness.predict.context import Context, workload_facts
+from harness.predict.model import ALIASES, MODELS, Point, predict, strategy_options
+
+GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
+RUN_FIELDS = ("bucket_mb", "compression")  # ddp settings kept in the spec itself
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One measured run beside its prediction (or the reason there is none)."""
+
+    record: dict[str, Any]
+    strategy: str
+    link: str
+    measured: float | None
+    point: Point | None = None
+    ctx: Context | None = None
+    note: str = ""
+
+    @property
+    def predicted(self) -> float | None:
+        return self.point.estimate.step_time if self.point and self.point.estimate else None
+
+    @property
+    def error(self) -> float | None:
+        """(predicted - measured) / measured."""
+        if self.predicted is None or not self.measured:
+            return None
+        return (self.predicted - self.measured) / self.measured
+
+
+def _step_time(record: dict[str, Any]) -> float | None:
+    for entry in record.get("metrics", []):
+        if entry.get("name") == "step_time" and isinstance(entry.get("value"), (int, float)):
+            return float(entry["value"])
+    return None
+
+
+def measured_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Successful multi-rank training runs with a step time, in a stable order."""
+    found = [r for r in records if r.get("status") == "success"
+             and r["spec"].get("task") not in ("comm", "prediction")
+             and isinstance(r["spec"].get("world_size"), int) and r["spec"]["world_size"] > 1
+             and isinstance(r["spec"].get("batch_per_rank"), int)
+             and r["spec"]["batch_per_rank"] > 0 and _step_time(r) is not None]
+    return sorted(found, key=lambda r: (str(r["spec"].get("workload")), r["created_at"],
+                                        r["run_id"]))
+
+
+def _given_options(spec: dict[str, Any], strategy: str) -> dict[str, Any]:
+    given = {key: spec[key] for key in RUN_FIELDS if key in spec and strategy in ("ddp", "zero1")}
+    options = spec.get("strategy_options")
+    if isinstance(options, dict):
+        given.update(options)
+    return given
+
+
+def core_sharing(record: dict[str, Any]) -> float:
+    """How many times over a node's ranks ask for its cores (1 when they fit): ranks x
+    threads / usable CPUs of the record's machine."""
+    spec, machine = record["spec"], record.get("machine", {})
+    ranks, threads = spec.get("nproc_per_node"), spec.get("threads")
+    cpus = machine.get("cpus_usable") or machine.get("cpu_cores")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (ranks, threads, cpus)):
+        return 1.0
+    return max(1.0, ranks * threads / cpus)
+
+
+def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits: list[Fit],
+                 algorithm: str = "ring") -> ValidationRow:
+    """The prediction of one measured run from the calibration records."""
+    spec = record["spec"]
+    strategy = str(spec.get("strategy") or "ddp")
+    link = link_key(record)
+    row = ValidationRow(record, strategy, link, _step_time(record))
+    if strategy not in MODELS:
+        return replace(row, note=f"no model of strategy {strategy}")
+    threads = spec.get("threads") if isinstance(spec.get("threads"), int) else None
+    try:
+        facts = workload_facts(str(spec.get("workload")), str(spec.get("size")))
+        compute = compute_from_records(
+            calibration, workload=facts.workload, size=facts.size,
+            precision=str(spec.get("precision")), backend=str(spec.get("backend")),
+            threads=threads or None, batch=spec.get("batch_per_rank"))
+        if compute is None:
+            raise UsageError(f"no single-rank run of {facts.workload}/{facts.size} "
+                             f"{spec.get('precision')} to calibrate compute")
+        network, used = network_from_fits(fits, str(spec.get("comm")), algorithm, link)
+        options = strategy_options(strategy, _given_options(spec, strategy), strict=False)
+    except UsageError as why:
+        return replace(row, note=str(why))
+    notes = []
+    ignored = sorted(set(_given_options(spec, strategy)) - set(options)
+                     - {k for k, v in ALIASES.items() if v in options})
+    if ignored:
+        notes.append(f"options not modelled: {', '.join(ignored)}")
+    sharing = core_sharing(record)
+    if sharing > 1:
+        notes.append(f"{spec.get('nproc_per_node')} ranks x {threads} thread(s) on "
+                     f"{record['machine'].get('cpus_usable')} cores: compute x{sharing:g}")
+    if all(fit.link != link for fit in used):
+        notes.append(f"comm calibrated on {used[0].link}, run on {link}")
+    if "scaled" in compute.source:
+        notes.append("compute scaled from another thread count")
+    ctx = Context(facts, compute, network, int(spec["batch_per_rank"]), "weak",
+                  str(spec.get("precision")), options, sharing)
+    point = predict(ctx, strategy, [int(spec["world_size"])])[0]
+    if point.estimate is None:
+        notes.append(point.reason)
+    return ValidationRow(record, strategy, link, row.measured, point, ctx, "; ".join(notes))
+
+
+def validate(measured: list[dict[str, Any]], calibration: list[dict[str, Any]],
+             algorithm: str = "ring") -> list[ValidationRow]:
+    """A row per measured multi-rank run of `measured`."""
+    fits = comm_fits(calibration)
+    return [validate_one(record, calibration, fits, algorithm)
+            for record in measured_runs(measured)]
+
+
+def table_rows(rows: list[ValidationRow]) -> list[list[str]]:
+    """Cells of the validation table: the run, measured and predicted ms, error, note."""
+    cells = []
+    for row in rows:
+        spec = row.record["spec"]
+        error = row.error
+        cells.append([
+            str(spec.get("workload")), str(spec.get("size")), row.strategy, str(spec.get("comm")),
+            str(spec.get("world_size")), str(spec.get("launcher")), str(spec.get("nnodes")),
+            row.link, f"{row.measured * 1e3:.1f}" if row.measured else "-",
+            f"{row.predicted * 1e3:.1f}" if row.predicted is not None else "-",
+            f"{error * 100:+.1f}%" if error is not None else "-",
+            "yes" if error is not None and abs(error) <= GOAL else "no" if error is not None
+            else "-", row.note or "-", row.record["run_id"]])
+    return cells
+
+
+HEADER = ("workload", "size", "strategy", "comm", "ranks", "launcher", "nodes", "link",
+          "measured ms", "predicted ms", "error", "<=15%", "note", "run")
+
+
+def summary(rows: list[ValidationRow]) -> str:
+    """'k of m predictions within 15%' and the worst error."""
+    errors = [row.error for row in rows if row.error is not None]
+    if not errors:
+        return f"no run could be predicted ({len(rows)} measured multi-rank run(s))"
+    within = sum(abs(e) <= GOAL for e in errors)
+    worst = max(errors, key=abs)
+    return (f"{within} of {len(errors)} predictions within {GOAL:.0%} of the measured step time "
+            f"(worst {worst * 100:+.1f}%); {len(rows) - len(errors)} run(s) not predicted")

@@ -1,0 +1,60 @@
+"""The "Strategies" section: the ways of distributing one workload side by side, speed and
+convergence apart (throughput and step time; samples and time to the target), with what
+they cost in bytes per step by kind and in memory per rank."""
+from __future__ import annotations
+
+from harness.core.text import human_bytes
+from harness.report.model import Section, Table
+from harness.report.units import format_number
+from harness.report.view import RecordView, group
+
+KINDS = ("gradient", "parameter", "activation", "control")
+COLUMNS = ("strategy", "ranks", "comm", "mode", "samples/s", "step (ms)", "samples to target",
+           "time to target (s)", *(f"{kind} B/step" for kind in KINDS),
+           "state/rank (max)", "peak memory/rank (max)", "run")
+NUMERIC = [False, True, False, False, True, True, True, True, True, True, True, True, True,
+           True, False]
+
+
+def _value(view: RecordView, name: str, scale: float = 1.0) -> str:
+    value = view.value(name)
+    return format_number(value * scale) if value is not None else "-"
+
+
+def _bytes(view: RecordView, name: str) -> str:
+    value = view.value(name)
+    return human_bytes(value) if value is not None else "-"
+
+
+def strategy_rows(views: list[RecordView]) -> list[list[str]]:
+    rows = []
+    for view in views:
+        if view.status != "success":
+            continue
+        rows.append([view.strategy, view.text("world_size"), view.text("comm"),
+                     view.text("mode"), _value(view, "throughput"),
+                     _value(view, "step_time", 1e3), _value(view, "samples_to_target"),
+                     _value(view, "time_to_train"),
+                     *(_bytes(view, f"comm_bytes_{kind}") for kind in KINDS),
+                     _bytes(view, "state_bytes"), _bytes(view, "peak_memory"), view.run_id])
+    return rows
+
+
+def strategies_section(training: list[RecordView]) -> Section | None:
+    """One table per workload that ran under two or more strategies (None if none did)."""
+    tables = []
+    for workload, views in group(training, "workload").items():
+        if len({view.spec.get("strategy", "ddp") for view in views}) < 2:
+            continue
+        rows = strategy_rows(sorted(views, key=lambda v: (v.strategy, v.text("mode"),
+                                                          v.text("world_size"), v.run_id)))
+        if rows:
+            tables.append(Table(title=workload, columns=list(COLUMNS), rows=rows,
+                                numeric=NUMERIC))
+    if not tables:
+        return None
+    return Section("Strategies", tables, intro=(
+        "Speed and convergence apart: samples/s and step time measure the hardware efficiency "
+        "of a strategy, samples to target its statistical efficiency (time to target joins "
+        "both). Bytes are what one rank sent per step, counted where sent (mean over ranks); "
+        "state is the parameters, gradients and optimizer state a rank holds."))

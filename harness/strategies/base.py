@@ -1,0 +1,310 @@
+"""The Strategy seam (SPEC section 9): how ranks share the work of one training run.
+
+A strategy owns what differs between ways of distributing training: building the model and
+optimizer (and the order of compile/IPEX/wrapping), the step (forward, backward, exchange,
+update), gradient clipping, which rank does what (its role), which data shard a rank reads,
+how many samples a step consumes, whether replicas must agree, and what it measures beyond
+the common metrics. Everything else (the loops, timing, peaks, records) is shared.
+
+Planning side (the launching process): `options` are declared and parsed here, `check`
+rejects combinations that cannot work (exit 2), `unsupported` names combinations it does not
+implement (a skipped record), `replicas` and `roles` describe the ranks, `traffic` gives the
+analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked
+against. Rank side: an instance per rank, built with the run's Recipe.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from harness.core.errors import UsageError
+from harness.core.registry import Registry
+from harness.core.spec import RunSpec
+from harness.strategies.meter import CommMeter
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a strategy takes: `--strategy-opt NAME=VALUE`."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    minimum: float | None = None
+    choices: tuple[Any, ...] | None = None
+    aliases: tuple[str, ...] = ()
+
+    def parse(self, value: Any, strategy: str) -> Any:
+        """The typed value, or UsageError saying what is expected."""
+        where = f"--strategy-opt {self.name} of {strategy}"
+        if isinstance(value, str) and self.kind is not str:
+            text = value.strip()
+            try:
+                if self.kind is bool:
+                    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                        raise ValueError(text)
+                    value = text.lower() in ("true", "1", "yes")
+                elif self.kind is float and text.lower() in ("inf", "infinity"):
+                    value = math.inf
+                else:
+                    value = self.kind(text)
+            except ValueError:
+                raise UsageError(f"{where}: expected {self.kind.__name__}, got {value!r}") from None
+        elif self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
+            raise UsageError(f"{where}: expected {self.kind.__name__}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise UsageError(f"{where}: {value!r} is not one of "
+                             f"{', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value < self.minimum:
+            raise UsageError(f"{where} must be >= {self.minimum:g}, got {value}")
+        return value
+
+
+@dataclass
+class Recipe:
+    """What is trained, independent of how it is distributed: built by the rank's Trainer."""
+
+    build_model: Callable[[], nn.Module]            # seeded, on the device, channels_last
+    build_optimizer: Callable[[Iterable[Any]], torch.optim.Optimizer]
+    optimizer_class: type[torch.optim.Optimizer]
+    optimizer_kwargs: dict[str, Any]
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    autocast: Callable[[], Any]
+    device: torch.device
+    grad_clip: float | None = None
+    scaler: Any | None = None
+    compile: bool = False
+    ipex: Callable[[nn.Module, torch.optim.Optimizer], tuple[nn.Module, Any]] | None = None
+
+
+@dataclass
+class PhaseClock:
+    """Seconds per phase of each step (forward, backward, wait, optimizer, ...)."""
+
+    steps: list[dict[str, float]] = field(default_factory=list)
+    _current: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._current[name] = self._current.get(name, 0.0) + time.perf_counter() - started
+
+    def add(self, name: str, seconds: float) -> None:
+        self._current[name] = self._current.get(name, 0.0) + seconds
+
+    def end_step(self) -> None:
+        self.steps.append(self._current)
+        self._current = {}
+
+
+@dataclass
+class RankPlace:
+    """Where this rank is: its rank, the world, its local rank, and its device."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+
+class Strategy(ABC):
+    """One way of distributing training; one module per strategy, registered by name."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    family: ClassVar[str]
+    engine: ClassVar[str]
+    options: ClassVar[tuple[Option, ...]] = ()
+    # Every rank holds a full replica that must equal the others' after a step.
+    replicas_agree: ClassVar[bool] = True
+    # Ranks wait for each other every step (a dead rank fails the run).
+    synchronous: ClassVar[bool] = True
+    # Communication backends it can run on (with several ranks).
+    comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
+    launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
+
+    # ---------------------------------------------------------------- planning side
+    @classmethod
+    def parse_options(cls, raw: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+        """Typed, validated options (defaults filled in where they differ from nothing),
+        sorted by name; UsageError for an option this strategy does not take."""
+        by_name = {o.name: o for o in cls.options}
+        by_name.update({alias: o for o in cls.options for alias in o.aliases})
+        parsed: dict[str, Any] = {}
+        for key, value in raw.items():
+            option = by_name.get(key)
+            if option is None:
+                known = ", ".join(o.name for o in cls.options) or "none"
+                raise UsageError(f"strategy {cls.name} takes no option {key!r}; its options: "
+                                 f"{known}")
+            parsed[option.name] = option.parse(value, cls.name)
+        return tuple(sorted(parsed.items()))
+
+    @classmethod
+    def option_value(cls, spec: RunSpec, name: str) -> Any:
+        """An option of the spec, or its default."""
+        default = next(o.default for o in cls.options if o.name == name)
+        return spec.options.get(name, default)
+
+    @classmethod
+    def check(cls, spec: RunSpec) -> None:
+        """UsageError for a combination this strategy cannot run (say why)."""
+        if spec.world_size > 1 and spec.comm not in cls.comms:
+            raise UsageError(f"strategy {cls.name} runs over {', '.join(cls.comms)}, not "
+                             f"--comm {spec.comm}")
+        if spec.launcher not in cls.launchers:
+            raise UsageError(f"strategy {cls.name} is started by {', '.join(cls.launchers)}, "
+                             f"not --launcher {spec.launcher}")
+
+    @classmethod
+    def unsupported(cls, spec: RunSpec) -> str | None:
+        """Why this valid spec is not implemented (a skipped record), or None."""
+        return None
+
+    @classmethod
+    def replicas(cls, spec: RunSpec) -> int:
+        """Data-parallel replicas, each taking batch_per_rank samples a step."""
+        return spec.world_size
+
+    @classmethod
+    def replicas_match(cls, spec: RunSpec) -> bool:
+        """Whether every rank's full replica must equal the others' after each step."""
+        return cls.replicas_agree and spec.world_size > 1
+
+    @classmethod
+    def roles(cls, spec: RunSpec) -> list[str]:
+        """Each rank's role, by global rank."""
+        return ["worker"] * spec.world_size
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        """Analytic bytes a rank sends per step, by kind (the per-rank mean)."""
+        from harness.strategies import volumes
+
+        return volumes.ddp(param_bytes, spec.world_size)
+
+    # ---------------------------------------------------------------- rank side
+    def __init__(self, spec: RunSpec, place: RankPlace, recipe: Recipe,
+                 meter: CommMeter | None) -> None:
+        self.spec = spec
+        self.place = place
+        self.recipe = recipe
+        self.meter = meter
+        self.clock = PhaseClock()
+        self.model: nn.Module | None = None
+        self.optimizer: Any = None
+
+    @property
+    def role(self) -> str:
+        return self.roles(self.spec)[self.place.rank]
+
+    @abstractmethod
+    def setup(self) -> None:
+        """Build and wrap the model and optimizer (self.model, self.optimizer)."""
+
+    def data_shard(self) -> tuple[int, int]:
+        """(index, count) of the data shard this rank reads."""
+        return self.place.rank, self.spec.world_size
+
+    @abstractmethod
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """One training step: forward, backward, exchange, update; the detached loss."""
+
+    def eval_model(self) -> nn.Module:
+        """The module that evaluates quality (time-to-train)."""
+        assert self.model is not None
+        return self.model
+
+    def state_bytes(self) -> dict[str, int]:
+        """Bytes of parameters, gradients and optimizer state this rank holds."""
+        assert self.model is not None
+        return tensor_bytes(self.model, self.optimizer)
+
+    def step_stats(self) -> dict[str, Any]:
+        """Strategy-specific statistics of the run (staleness, bubble, ...)."""
+        return {}
+
+    def finish(self) -> None:
+        """Release what the strategy holds (threads, subgroups) at the end of the run."""
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    """A DTensor's local shard, or the tensor itself."""
+    to_local = getattr(tensor, "to_local", None)
+    return to_local() if callable(to_local) else tensor
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    local = _local(tensor)
+    return int(local.numel() * local.element_size())
+
+
+def tensor_bytes(model: nn.Module, optimizer: Any) -> dict[str, int]:
+    """Bytes of the parameters, gradients and optimizer state tensors this rank holds (the
+    local shards of sharded ones): what sharding saves, which resident memory alone hides."""
+    parameters = list(model.parameters())
+    state = 0
+    optimizers = [optimizer] if optimizer is not None else []
+    inner = getattr(optimizer, "optim", None)  # ZeroRedundancyOptimizer keeps a local one
+    if inner is not None:
+        optimizers = [inner]
+    for opt in optimizers:
+        for entry in getattr(opt, "state", {}).values():
+            for value in entry.values():
+                if isinstance(value, torch.Tensor) and value.dim() > 0:
+                    state += _nbytes(value)
+    return {"parameters": sum(_nbytes(p) for p in parameters),
+            "gradients": sum(_nbytes(p.grad) for p in parameters if p.grad is not None),
+            "optimizer": state}
+
+
+def clip_gradients(model: nn.Module, max_norm: float | None) -> None:
+    if max_norm:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+
+def backward(loss: torch.Tensor, scaler: Any | None) -> None:
+    if scaler is not None:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+
+
+def optimizer_step(optimizer: Any, scaler: Any | None, model: nn.Module,
+                   max_norm: float | None) -> None:
+    """Clip (unscaled) gradients, then step; with a grad scaler, through it."""
+    if scaler is not None:
+        if max_norm:
+            scaler.unscale_(optimizer)
+        clip_gradients(model, max_norm)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        clip_gradients(model, max_norm)
+        optimizer.step()
+
+
+def broadcast_from_first(module: nn.Module, group: Any = None, src: int = 0) -> None:
+    """Make every rank's parameters and buffers rank `src`'s (the same seed already gives the
+    same values; this makes sure, and costs one broadcast per tensor at set-up)."""
+    import torch.distributed as dist
+
+    for tensor in list(module.parameters()) + list(module.buffers()):
+        dist.broadcast(tensor.data, src=src, group=group)
+
+
+STRATEGIES: Registry[type[Strategy]] = Registry("strategy")

@@ -1,0 +1,75 @@
+"""fsdp: fully sharded data parallel (FSDP2 `fully_shard`): each rank holds 1/n of the
+parameters, gradients and optimizer state; parameters are all-gathered before a block's
+forward (and again before its backward), gradients reduce-scattered after it: the
+ReduceScatter + AllGather pattern of data parallelism."""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Strategy, broadcast_from_first
+from harness.strategies.steps import data_parallel_step
+
+
+def shard_units(model: nn.Module) -> Iterator[nn.Module]:
+    """The blocks sharded apart: each child of a Sequential, and each other child that holds
+    parameters, so the root keeps none (and every parameter is re-gathered for backward)."""
+    for child in model.children():
+        if isinstance(child, nn.Sequential):
+            yield from (c for c in child.children() if any(True for _ in c.parameters()))
+        elif any(True for _ in child.parameters()):
+            yield child
+
+
+@STRATEGIES.register("fsdp")
+class FSDP(Strategy):
+    """Data parallel, synchronous, everything sharded (FSDP2)."""
+
+    name = "fsdp"
+    summary = "FSDP2: parameters, gradients and optimizer state sharded; ReduceScatter + AllGather"
+    family = "data parallel, synchronous"
+    engine = "torch.distributed.fsdp.fully_shard (FSDP2) on a DeviceMesh"
+    replicas_agree = False  # each rank holds a shard, not a replica
+    comms = ("gloo", "mpi", "nccl")
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        return volumes.fsdp(param_bytes, spec.world_size)
+
+    def setup(self) -> None:
+        recipe = self.recipe
+        # Built whole with the run's seed on every rank, then sharded: the shards are the same
+        # numbers a single process would start from (what the equivalence tests compare).
+        model = recipe.build_model()
+        # FSDP2 shards contiguous parameters only: channels_last weights go back to the
+        # default layout (inputs and activations may stay channels_last).
+        model = model.to(memory_format=torch.contiguous_format)
+        if self.spec.distributed:
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.fsdp import fully_shard
+
+            broadcast_from_first(model)
+            mesh = init_device_mesh(self.place.device.type, (self.spec.world_size,))
+            for unit in list(shard_units(model)):
+                fully_shard(unit, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+            # FSDP2 calls the reduce_scatter_tensor/all_gather_into_tensor names that
+            # torch 2.13 deprecates: one FutureWarning per step otherwise.
+            warnings.filterwarnings("ignore", category=FutureWarning,
+                                    module=r"torch\.distributed")
+        self.model = model
+        self.optimizer = recipe.build_optimizer(model.parameters())
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return data_parallel_step(self, inputs, targets)
+
+    def full_parameters(self) -> list[torch.Tensor]:
+        """Every parameter whole (gathered from the shards): for equivalence checks."""
+        assert self.model is not None
+        return [p.full_tensor() if hasattr(p, "full_tensor") else p.detach()
+                for p in self.model.parameters()]

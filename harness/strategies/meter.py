@@ -1,0 +1,287 @@
+"""Bytes counted where they are sent: a process group that wraps the real one (gloo, or the
+MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank
+makes, whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's functional
+collectives, pipelining's send/recv, a parameter server's own messages.
+
+For each call the wrapper knows the payload and this rank's place; the bytes this rank puts
+on the wire follow from the collective's algorithm (harness/core/traffic.py: ring volumes;
+exact for point-to-point). Each call is filed under a kind (gradient, parameter, activation,
+control): the innermost `meter.kind(...)` a strategy opened, else the kind its group was
+labelled with, else the collective's usual kind (allreduce and reduce-scatter carry
+gradients, all-gather parameters, send/recv activations, the rest control).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from harness.core.traffic import sent_bytes
+
+KINDS = ("gradient", "parameter", "activation", "control")
+DEFAULT_KINDS = {"allreduce": "gradient", "reducescatter": "gradient", "allgather": "parameter",
+                 "send": "activation", "recv": "activation", "broadcast": "control",
+                 "scatter": "control", "gather": "control", "reduce": "control",
+                 "alltoall": "activation", "barrier": "control"}
+COUNTED_BACKENDS = {"gloo": "dtbench_gloo", "mpi": "dtbench_mpi"}
+
+
+@dataclass
+class CommMeter:
+    """Bytes this rank sent, per step and kind, and how many calls of each collective."""
+
+    steps: list[dict[str, int]] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=dict)
+    _current: dict[str, float] = field(default_factory=dict)
+    _kinds: threading.local = field(default_factory=threading.local)
+    _group_kinds: dict[int, str] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def kind(self, kind: str) -> Iterator[None]:
+        """File every call made inside the block (in this thread) under `kind`."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown traffic kind {kind!r}; known: {', '.join(KINDS)}")
+        stack = self._stack()
+        stack.append(kind)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def label_group(self, group: Any, kind: str) -> None:
+        """File calls on `group` (a process group or DeviceMesh dimension) under `kind`."""
+        self._group_kinds[id(group)] = kind
+
+    def _stack(self) -> list[str]:
+        if not hasattr(self._kinds, "stack"):
+            self._kinds.stack = []
+        return self._kinds.stack  # type: ignore[no-any-return]
+
+    def add(self, op: str, nbytes: float, group: Any) -> None:
+        stack = self._stack()
+        kind = (stack[-1] if stack else self._group_kinds.get(id(group))
+                or DEFAULT_KINDS.get(op, "control"))
+        self._current[kind] = self._current.get(kind, 0.0) + nbytes
+        self.calls[op] = self.calls.get(op, 0) + 1
+
+    def end_step(self) -> dict[str, int]:
+        """Close the step: its bytes by kind (every kind present), counted since the last."""
+        step = {kind: int(round(self._current.get(kind, 0.0))) for kind in KINDS}
+        self.steps.append(step)
+        self._current = {}
+        return step
+
+    def discard(self) -> None:
+        """Forget what was counted since the last step (set-up traffic is not a step's)."""
+        self._current = {}
+
+
+def _payload(tensors: Any) -> int:
+    if isinstance(tensors, torch.Tensor):
+        return tensors.numel() * tensors.element_size()
+    return sum(_payload(t) for t in tensors)
+
+
+class CountingProcessGroup(dist.ProcessGroup):
+    """A process group that counts what this rank sends, then lets the wrapped one send it."""
+
+    def __init__(self, inner: Any, rank: int, size: int, meter: CommMeter,
+                 backend_name: str) -> None:
+        super().__init__(rank, size)
+        self._inner = inner
+        self._rank = rank
+        self._size = size
+        self._meter = meter
+        self._backend_name = backend_name
+        self._group_name = ""
+
+    # -- identity (DeviceMesh and functional collectives look the group up by name) -----------
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def getBackendName(self) -> str:  # the C++ method's name, which torch dispatches to
+        return self._backend_name
+
+    def _get_backend_name(self) -> str:
+        return self._backend_name
+
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    @property
+    def group_name(self) -> str:  # type: ignore[override]
+        return self._group_name
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def __repr__(self) -> str:
+        return f"CountingProcessGroup({self._inner!r}, rank={self._rank}, size={self._size})"
+
+    # -- counting -----------------------------------------------------------------------------
+    def _count(self, op: str, payload: int, root: int = 0) -> None:
+        self._meter.add(op, sent_bytes(op, payload, self._size, self._rank, root), self)
+
+    def _call(self, names: tuple[str, ...], *args: Any) -> Any:
+        """The wrapped group's method under the first of `names` it has; options left out
+        when None (the C++ methods default them)."""
+        while args and args[-1] is None:
+            args = args[:-1]
+        for name in names:
+            method = getattr(self._inner, name, None)
+            if method is not None:
+                return method(*args)
+        raise NotImplementedError(f"{type(self._inner).__name__} has no {names[0]}")
+
+    # -- reductions ---------------------------------------------------------------------------
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        self._count("allreduce", _payload(tensors))
+        return self._call(("allreduce",), tensors, opts)
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        self._count("allreduce", _payload(tensors))
+        return self._call(("allreduce_coalesced",), tensors, opts)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        self._count("reduce", _payload(tensors), getattr(opts, "rootRank", 0))
+        return self._call(("reduce",), tensors, opts)
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],
+                       opts: Any = None) -> dist.Work:
+        self._count("reducescatter", _payload(inputs))
+        return self._call(("reduce_scatter",), outputs, inputs, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor,
+                              opts: Any = None) -> dist.Work:
+        self._count("reducescatter", _payload(input))
+        return self._call(("reduce_scatter_single", "_reduce_scatter_base"), output, input, opts)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_tensor_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor], opts: Any = None
+                                        ) -> dist.Work:
+        self._count("reducescatter", _payload(inputs))
+        if hasattr(self._inner, "reduce_scatter_tensor_coalesced"):
+            return self._call(("reduce_scatter_tensor_coalesced",), outputs, inputs, opts)
+        return _AllWork([self._call(("_reduce_scatter_base", "reduce_scatter_single"), out, inp,
+                                    opts) for out, inp in zip(outputs, inputs)])
+
+    # -- moves --------------------------------------------------------------------------------
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
+        self._count("broadcast", _payload(tensors), getattr(opts, "rootRank", 0))
+        return self._call(("broadcast",), tensors, opts)
+
+    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+                  opts: Any = None) -> dist.Work:
+        self._count("allgather", _payload(outputs))
+        return self._call(("allgather",), outputs, inputs, opts)
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,
+                          opts: Any = None) -> dist.Work:
+        self._count("allgather", _payload(output))
+        return self._call(("all_gather_single", "_allgather_base"), output, input, opts)
+
+    _allgather_base = all_gather_single
+
+    def allgather_into_tensor_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor], opts: Any = None
+                                        ) -> dist.Work:
+        self._count("allgather", _payload(outputs))
+        if hasattr(self._inner, "allgather_into_tensor_coalesced"):
+            return self._call(("allgather_into_tensor_coalesced",), outputs, inputs, opts)
+        return _AllWork([self._call(("_allgather_base", "all_gather_single"), out, inp)
+                         for out, inp in zip(outputs, inputs)])
+
+    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int],
+                      input_splits: list[int], opts: Any = None) -> dist.Work:
+        self._count("alltoall", _payload(input))
+        return self._call(("alltoall_base",), output, input, output_splits, input_splits, opts)
+
+    def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]],
+                opts: Any = None) -> dist.Work:
+        self._count("scatter", _payload(inputs), getattr(opts, "rootRank", 0))
+        return self._call(("scatter",), outputs, inputs, opts)
+
+    def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor],
+               opts: Any = None) -> dist.Work:
+        self._count("gather", _payload(inputs), getattr(opts, "rootRank", 0))
+        return self._call(("gather",), outputs, inputs, opts)
+
+    def barrier(self, opts: Any = None) -> dist.Work:
+        return self._call(("barrier",), opts)
+
+    # -- point to point -----------------------------------------------------------------------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int = 0) -> dist.Work:
+        self._count("send", _payload(tensors))
+        return self._call(("send",), tensors, dst, tag)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int = 0) -> dist.Work:
+        return self._call(("recv",), tensors, src, tag)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int = 0) -> dist.Work:
+        return self._call(("recv_anysource",), tensors, tag)
+
+
+class _AllWork(dist.Work):
+    """Several pending operations as one Work: what a coalesced collective returns when the
+    wrapped group (gloo has no coalesced all-gather or reduce-scatter of tensors) runs it
+    as one base operation per tensor."""
+
+    def __init__(self, works: list[Any]) -> None:
+        super().__init__()
+        self._works = works
+
+    def wait(self, timeout: Any = None) -> bool:
+        for work in self._works:
+            work.wait()
+        return True
+
+    def is_completed(self) -> bool:
+        return all(work.is_completed() for work in self._works)
+
+
+@dataclass
+class _Target:
+    """The meter that groups created from now on count into (torch's backend registry is
+    process-wide, so the creator reads it from here rather than from a closure)."""
+
+    meter: CommMeter | None = None
+
+
+_TARGET = _Target()
+
+
+def register_counted_backend(comm: str, meter: CommMeter) -> str:
+    """Register (once per process) a counted backend for `comm` ("gloo" or "mpi") whose
+    groups wrap the real ones and count into `meter`; returns the backend name to
+    initialise the process group with."""
+    name = COUNTED_BACKENDS[comm]
+    _TARGET.meter = meter
+    if name in dist.Backend.backend_list:
+        return name
+
+    def create(options: Any, backend_options: Any = None) -> CountingProcessGroup:
+        target = _TARGET.meter if _TARGET.meter is not None else CommMeter()
+        if comm == "gloo":
+            from torch.distributed import ProcessGroupGloo
+
+            inner: Any = ProcessGroupGloo(options.store, options.group_rank, options.group_size,
+                                          options.timeout)
+        else:
+            from backends.mpi_pg import _create_mpi_pg
+
+            inner = _create_mpi_pg(options, backend_options)
+        return CountingProcessGroup(inner, options.group_rank, options.group_size, target, name)
+
+    dist.Backend.register_backend(name, create, extended_api=True, devices=["cpu"])
+    return name

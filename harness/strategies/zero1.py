@@ -1,0 +1,47 @@
+"""zero1: ZeRO stage 1 on DDP: gradients allreduced as in ddp, the optimizer state sharded
+over the ranks (each updates its shard of the parameters, then broadcasts it)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Strategy, broadcast_from_first
+from harness.strategies.steps import data_parallel_step
+
+
+@STRATEGIES.register("zero1")
+class Zero1(Strategy):
+    """Data parallel, synchronous, optimizer state sharded (ZeroRedundancyOptimizer)."""
+
+    name = "zero1"
+    summary = "ZeRO-1: DDP gradients, optimizer state sharded, updated parameters broadcast"
+    family = "data parallel, synchronous"
+    engine = "torch.distributed.optim.ZeroRedundancyOptimizer on DistributedDataParallel"
+
+    @classmethod
+    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+        return volumes.zero1(param_bytes, spec.world_size)
+
+    def setup(self) -> None:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        recipe = self.recipe
+        model = recipe.build_model()
+        if self.spec.distributed:
+            broadcast_from_first(model)
+            device = self.place.device
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None,
+                gradient_as_bucket_view=True, init_sync=False)
+            # ZeRO splits by whole parameters, so shards are uneven (ENGINES.md).
+            self.optimizer = ZeroRedundancyOptimizer(
+                model.parameters(), optimizer_class=recipe.optimizer_class,
+                **recipe.optimizer_kwargs)
+        else:
+            self.optimizer = recipe.build_optimizer(model.parameters())
+        self.model = model
+
+    def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return data_parallel_step(self, inputs, targets, optimizer_kind="parameter")

@@ -1,0 +1,84 @@
+"""One rank of the strategy equivalence and byte-count check (started by test_strategies.py).
+
+Every rank trains each requested strategy for K steps on the same seeds and data, through the
+counting process group, and rank 0 writes, per strategy: the full parameters after the steps
+(gathered where sharded), and the bytes each rank counted per step by kind.
+
+    RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p \
+        python tests/distributed/strategy_check.py OUT.json WORKLOAD STRATEGY[:K=V,...] ...
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from harness.core.spec import RunSpec  # noqa: E402
+from harness.rank.trainer import Trainer  # noqa: E402
+from harness.strategies import STRATEGIES  # noqa: E402
+from harness.strategies.meter import CommMeter, register_counted_backend  # noqa: E402
+
+STEPS = 3
+
+
+def full_parameters(trainer: Trainer) -> list[list[float]]:
+    model = trainer.strategy.model
+    found = []
+    for parameter in model.parameters():  # type: ignore[union-attr]
+        whole = parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
+        found.append(whole.detach().double().flatten().tolist())
+    return found
+
+
+def main() -> None:
+    out, workload, *strategies = sys.argv[1:]
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    comm = os.environ.get("CHECK_COMM", "gloo")
+    meter = CommMeter()
+    backend = register_counted_backend(comm, meter)
+    if comm == "mpi":
+        from backends.mpi_pg import init_mpi_process_group
+
+        init_mpi_process_group(backend=backend)
+    else:
+        dist.init_process_group(backend, rank=rank, world_size=world,
+                                timeout=dt.timedelta(seconds=120))
+    torch.set_num_threads(1)
+    report = {}
+    for entry in strategies:
+        name, _, text = entry.partition(":")
+        raw = dict(pair.split("=") for pair in text.split(",") if pair)
+        spec = RunSpec(workload=workload, size="tiny", comm=comm, nproc_per_node=world,
+                       batch_per_rank=4, steps=STEPS, threads=1, strategy=name,
+                       strategy_options=STRATEGIES.get(name).parse_options(raw), peak="cached")
+        meter.steps.clear()
+        trainer = Trainer(spec, rank, rank, meter)
+        generator = torch.Generator().manual_seed(100 + rank)  # each rank its own shard
+        losses = []
+        for _ in range(STEPS):
+            inputs, targets = trainer.workload.synthetic_batch("tiny", 4, "cpu", generator)
+            inputs, targets = trainer.to_device(inputs, targets)
+            losses.append(float(trainer.step(inputs, targets)))
+            meter.end_step()
+        parameters = full_parameters(trainer)
+        counted: list[list[dict[str, int]]] = [[] for _ in range(world)]
+        dist.all_gather_object(counted, meter.steps)
+        if rank == 0:
+            report[entry] = {"parameters": parameters, "counted": counted, "losses": losses,
+                             "state_bytes": trainer.strategy.state_bytes()}
+        trainer.strategy.finish()
+    if rank == 0:
+        Path(out).write_text(json.dumps(report))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

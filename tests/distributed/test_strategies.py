@@ -1,0 +1,188 @@
+"""The strategies of SPEC section 9 over real ranks: equivalence with ddp after k steps, bytes
+counted where they are sent against the analytic volumes, and the run matrix (strategy x
+workload x comm x launcher x ranks) through `dtbench run`.
+
+The full matrix (every strategy, workload, comm and launcher) is long on 2 cores: it runs
+with `pytest --matrix` (or DTBENCH_MATRIX=1); the default run takes a covering subset in
+which every strategy meets every workload, both comms, 1 and 2 ranks, and every launcher.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1].parent
+CHECK = Path(__file__).resolve().parent / "strategy_check.py"
+HAVE_MPI = shutil.which("mpirun") is not None and __import__("importlib").util.find_spec(
+    "mpi4py") is not None
+requires_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py or mpirun not installed")
+STRATEGIES = ("ddp", "zero1", "fsdp", "localsgd")
+WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm")
+TINY = ("--size", "tiny", "--threads", "1", "--steps", "3", "--warmup", "1", "-q")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def run_check(tmp_path: Path, workload: str, entries: list[str], comm: str = "gloo",
+              world: int = 2) -> dict:
+    out = tmp_path / f"{workload}-{comm}.json"
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": str(world), "CHECK_COMM": comm, "OMP_NUM_THREADS": "1"}
+    if comm == "mpi":
+        command = ["mpirun", "-n", str(world), "--oversubscribe", "--allow-run-as-root",
+                   sys.executable, str(CHECK), str(out), workload, *entries]
+        procs = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)]
+    else:
+        procs = [subprocess.Popen([sys.executable, str(CHECK), str(out), workload, *entries],
+                                  env={**env, "RANK": str(r)}, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for r in range(world)]
+    logs = [proc.communicate(timeout=400)[0] for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), "\n".join(logs)[-4000:]
+    return json.loads(out.read_text())
+
+
+def parameter_bytes(workload: str) -> float:
+    from workloads import get_workload
+    from workloads.flops import count_parameters
+
+    return 4.0 * count_parameters(get_workload(workload), "tiny")
+
+
+def expected(strategy: str, workload: str, world: int, **options: object) -> dict[str, float]:
+    from harness.core.spec import RunSpec
+    from harness.strategies import STRATEGIES as REGISTRY
+
+    cls = REGISTRY.get(strategy)
+    spec = RunSpec(workload=workload, size="tiny", comm="gloo", nproc_per_node=world,
+                   batch_per_rank=4, steps=3, strategy=strategy,
+                   strategy_options=cls.parse_options(options))
+    return cls.traffic(spec, parameter_bytes(workload))
+
+
+def mean_counted(counted: list[list[dict[str, int]]]) -> dict[str, float]:
+    """Per kind: bytes a rank sent per step, the mean over ranks and steps."""
+    kinds = counted[0][0].keys()
+    return {kind: float(np.mean([[step[kind] for step in rank] for rank in counted]))
+            for kind in kinds}
+
+
+@pytest.mark.parametrize("workload", ["hep_cnn", "lstm"])
+def test_zero1_fsdp_and_localsgd_h1_equal_ddp_and_count_the_analytic_bytes(
+        tmp_path: Path, workload: str) -> None:
+    report = run_check(tmp_path, workload, ["ddp", "zero1", "fsdp", "localsgd:period=1",
+                                            "localsgd:period=3"])
+    reference = report["ddp"]["parameters"]
+    for entry in ("zero1", "fsdp", "localsgd:period=1"):
+        for mine, theirs in zip(report[entry]["parameters"], reference, strict=True):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6, err_msg=entry)
+    # Local SGD with H=3 averaged once in 3 steps: its parameters are no longer ddp's.
+    differs = any(not np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in
+                  zip(report["localsgd:period=3"]["parameters"], reference, strict=True))
+    assert differs
+    for entry, name, options in (("ddp", "ddp", {}), ("zero1", "zero1", {}),
+                                 ("fsdp", "fsdp", {}), ("localsgd:period=1", "localsgd",
+                                                        {"period": 1}),
+                                 ("localsgd:period=3", "localsgd", {"period": 3})):
+        counted = mean_counted(report[entry]["counted"])
+        analytic = expected(name, workload, 2, **options)
+        for kind in ("gradient", "parameter"):
+            assert counted[kind] == pytest.approx(analytic[kind], rel=0.05, abs=64), \
+                (entry, kind, counted, analytic)
+    # FSDP holds half of everything at 2 ranks; ZeRO-1 shards the optimizer state only.
+    ddp_state, fsdp_state = report["ddp"]["state_bytes"], report["fsdp"]["state_bytes"]
+    assert fsdp_state["parameters"] == pytest.approx(ddp_state["parameters"] / 2, rel=0.05)
+    assert report["zero1"]["state_bytes"]["parameters"] == ddp_state["parameters"]
+
+
+def test_compression_counts_the_compressed_bytes_and_still_learns(tmp_path: Path) -> None:
+    report = run_check(tmp_path, "lstm", ["ddp", "ddp:compression=fp16",
+                                          "ddp:compression=bf16",
+                                          "ddp:compression=powersgd"])
+    full = mean_counted(report["ddp"]["counted"])["gradient"]
+    assert full == pytest.approx(expected("ddp", "lstm", 2)["gradient"], rel=0.01)
+    for name in ("fp16", "bf16"):
+        half = mean_counted(report[f"ddp:compression={name}"]["counted"])["gradient"]
+        assert half == pytest.approx(full / 2, rel=0.01), name
+    # PowerSGD: the first 2 steps allreduce whole buckets; then rank-1 factors of the
+    # matrices that compress (torch's min_compression_rate) and every vector whole.
+    steps = [s["gradient"] for s in report["ddp:compression=powersgd"]["counted"][0]]
+    assert steps[0] == pytest.approx(full, rel=0.01) and steps[2] < 0.2 * full
+    for entry in ("ddp:compression=fp16", "ddp:compression=bf16", "ddp:compression=powersgd"):
+        losses, reference = report[entry]["losses"], report["ddp"]["losses"]
+        assert losses[-1] == pytest.approx(reference[-1], rel=0.05), entry
+
+
+# --- the run matrix through `dtbench run` -------------------------------------------------------
+
+def dtbench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+
+
+# (MPI ranks need MPI's launcher: mpi with the local launcher is a single rank.)
+PLACEMENTS = [("gloo", "local", 2), ("gloo", "local", 1), ("mpi", "local", 1),
+              ("gloo", "torchrun", 2), ("mpi", "mpirun", 2)]
+# The default run: every strategy with all four workloads on gloo/local at 2 ranks, and with
+# one workload (in turn) on the placements below, so that every placement meets two
+# strategies and every strategy two or three placements; `--matrix` runs all the rest.
+DEFAULT = {
+    "ddp": [("gloo", "local", 1), ("mpi", "mpirun", 2)],
+    "zero1": [("mpi", "local", 1), ("gloo", "torchrun", 2)],
+    "fsdp": [("mpi", "mpirun", 2), ("gloo", "torchrun", 2), ("gloo", "local", 1)],
+    "localsgd": [("mpi", "local", 1), ("mpi", "mpirun", 2)],
+}
+
+
+def _cases() -> list[object]:
+    cases = []
+    for strategy in STRATEGIES:
+        for index, (comm, launcher, nproc) in enumerate(PLACEMENTS):
+            marks = [requires_mpi] if comm == "mpi" else []
+            if (comm, launcher, nproc) == ("gloo", "local", 2):
+                workloads = WORKLOADS
+            elif (comm, launcher, nproc) in DEFAULT[strategy]:
+                workloads = (WORKLOADS[(STRATEGIES.index(strategy) + index) % 4],)
+            else:
+                workloads = WORKLOADS
+                marks.append(pytest.mark.matrix)
+            cases.append(pytest.param(strategy, comm, launcher, nproc, workloads, marks=marks,
+                                      id=f"{strategy}-{comm}-{launcher}-{nproc}"))
+    return cases
+
+
+@pytest.mark.parametrize(("strategy", "comm", "launcher", "nproc", "workloads"), _cases())
+def test_strategy_runs(tmp_path: Path, strategy: str, comm: str, launcher: str, nproc: int,
+                       workloads: tuple[str, ...]) -> None:
+    out = tmp_path / "store"
+    selected = [arg for w in workloads for arg in ("-w", w)]
+    result = dtbench("run", *selected, "-n", str(nproc), "--comm", comm, "--launcher",
+                     launcher, "--strategy", strategy, *TINY, "--out", str(out))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    found = records(out)
+    assert len(found) == len(workloads)
+    for record in found:
+        assert record["status"] == "success", (record["spec"]["workload"], record["error"])
+        spec = record["spec"]
+        assert (spec["strategy"], spec["comm"], spec["launcher"], spec["world_size"]) == \
+            (strategy, comm, launcher, nproc)
+        names = {m["name"] for m in record["metrics"]}
+        assert {"throughput", "state_bytes", "phase_forward", "phase_backward"} <= names
+        if nproc > 1:
+            assert {"comm_bytes", "comm_bytes_gradient", "comm_bytes_parameter"} <= names

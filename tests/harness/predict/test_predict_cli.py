@@ -1,0 +1,70 @@
+"""`dtbench predict` end to end in-process: tables, reproducible records, the report's
+predictions section, validation, calibration, and one-line errors (exit 2)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.commands.cli import main
+
+
+@pytest.fixture
+def store(tmp_path: Path, run_record, comm_record) -> Path:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    records = [run_record([0.30, 0.32, 0.34], threads=1, batch=32, run_id="single"),
+               run_record([0.36] * 3, world_size=2, comm="gloo", run_id="ddp2"),
+               comm_record("allreduce", 4e-4, 1e-9), comm_record("broadcast", 1e-4, 1e-9)]
+    for record in records:
+        (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    return folder
+
+
+def test_predictions_are_reproducible_and_reported(store: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["predict", "hep_cnn", "--calibrate-from", str(store), "--strategy", "ddp",
+            "--strategy", "hybrid", "--strategy-opt", "G=2", "--nodes", "1,2,9,10000"]
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    assert main([*args, "--json", str(first), "-o", str(tmp_path / "p.html")]) == 0
+    table = capsys.readouterr().out
+    assert main([*args, "--json", str(second)]) == 0
+    assert capsys.readouterr().out == table
+    assert first.read_bytes() == second.read_bytes()
+    assert "ddp (bucket_mb=25" in table and "allreduce (gradient)" in table
+    records = json.loads(first.read_text())
+    assert [(r["spec"]["strategy"], r["spec"]["world_size"], r["status"]) for r in records][:5] \
+        == [("ddp", 1, "success"), ("ddp", 2, "success"), ("ddp", 9, "success"),
+            ("ddp", 10000, "success"), ("hybrid", 1, "skipped")]
+    assert all(r["spec"]["task"] == "prediction" for r in records)
+    html = (tmp_path / "p.html").read_text()
+    assert "Predicted scaling efficiency" in html and "hep_cnn (predicted)" in html
+    assert main(["report", str(first)]) == 0
+    markdown = capsys.readouterr().out
+    assert "## Predictions" in markdown and "## Training" not in markdown
+    assert main(["compare", str(first), str(second)]) == 0
+
+
+def test_validate_and_calibration(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--validate", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "ddp2" in out and "1 of 1 predictions within 15%" in out
+    assert main(["predict", "--calibration", "--calibrate-from", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "gloo  allreduce" in out and "residuals gloo allreduce x2" in out and "single" in out
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--network", "warp-drive"], "--network 'warp-drive': cannot read"),
+    (["--nodes", "0,2"], "expected a positive integer"),
+    (["--strategy", "allreduce-everything"], "unknown strategy"),
+    (["--comm", "mpi"], "no calibration records for comm backend 'mpi'"),
+    (["--strategy-opt", "G=2"], "no strategy of ddp takes it"),
+])
+def test_bad_input_exits_2_with_one_line(store: Path, capsys: pytest.CaptureFixture[str],
+                                         extra: list[str], message: str) -> None:
+    assert main(["predict", "hep_cnn", "--calibrate-from", str(store), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert main(["predict"]) == 2

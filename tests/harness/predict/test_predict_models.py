@@ -1,0 +1,143 @@
+"""Strategy models against hand-computed step times on a two-layer model, a fixed compute
+rate and a made-up link (α = 1 ms, β = 10 ns/B); and the limits of free communication."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.core.errors import UnknownNameError, UsageError
+from harness.predict.calibration import ComputeCalibration
+from harness.predict.context import Context, WorkloadFacts
+from harness.predict.costs import Link
+from harness.predict.model import MODELS, parse_option_pairs, predict, strategy_options
+from harness.predict.network import uniform
+from harness.predict.records import Provenance, prediction_record
+from workloads.layers import LayerFacts
+
+LAYERS = (
+    LayerFacts("conv", "Conv2d", "conv", 250_000, 3000, 1000, 100, 200),
+    LayerFacts("fc", "Linear", "fc", 300_300, 1000, 300, 100, 200, in_features=1000,
+               out_features=300),
+)
+FACTS = WorkloadFacts("toy", "small", LAYERS)
+P = 550_300 * 4
+COMPUTE = ComputeCalibration(0.01, (), 10, 1, ("calib",), "2026-01-01T00:00:00Z", "toy run")
+LINK = Link(1e-3, 1e-8)
+T, T_F, T_B = 0.1, 0.1 / 3, 0.2 / 3  # batch 10 at 10 ms a sample; forward is 1/3 of FLOPs
+
+
+def ctx(strategy: str, link: Link = LINK, **options: str) -> Context:
+    return Context(FACTS, COMPUTE, uniform("toy link", link), batch=10,
+                   options=strategy_options(strategy, options))
+
+
+def step(strategy: str, nodes: int, link: Link = LINK, **options: str) -> float:
+    (point,) = predict(ctx(strategy, link, **options), strategy, [nodes])
+    assert point.estimate is not None, point.reason
+    return point.estimate.step_time
+
+
+def allreduce2(nbytes: float) -> float:
+    return 2 * LINK.alpha + nbytes * LINK.beta  # ring on 2 ranks
+
+
+def test_one_node_is_the_calibrated_step() -> None:
+    for strategy in ("ddp", "zero1", "fsdp", "localsgd", "gossip", "tensor", "pipeline"):
+        assert step(strategy, 1) == pytest.approx(T), strategy
+
+
+def test_ddp_overlaps_buckets_with_the_backward_pass() -> None:
+    # fc's 1,201,200 B close the 1 MiB first bucket halfway through backward; conv's follow
+    first = T_B / 2 + allreduce2(1_201_200)
+    second = max(T_B, first) + allreduce2(1_000_000)
+    assert step("ddp", 2) == pytest.approx(T_F + second)
+    assert step("ddp", 2, overlap="0") == pytest.approx(T + allreduce2(1_201_200)
+                                                        + allreduce2(1_000_000))
+    assert step("ddp", 2, compression="fp16") < step("ddp", 2)
+
+
+def test_free_communication_scales_perfectly() -> None:
+    free = Link(0.0, 0.0)
+    for strategy in ("ddp", "zero1", "fsdp", "localsgd", "dp-tp"):
+        points = predict(ctx(strategy, free), strategy, [2, 4, 1024])
+        assert [round(p.efficiency or 0, 12) for p in points] == [1.0, 1.0, 1.0], strategy
+
+
+def test_parameter_server_incast_by_hand() -> None:
+    # n=5, K=1: W=4 workers; a worker's link alpha + P beta, the server's 4 (alpha + P beta)
+    server = 4 * (LINK.alpha + P * LINK.beta)
+    assert step("ps-sync", 5) == pytest.approx(T + 2 * server)
+    client = LINK.alpha + P * LINK.beta
+    # asynchronous: workers would cycle in T + 2 client; one server serves 1 / (2 client)
+    (point,) = predict(ctx("ps-async"), "ps-async", [5])
+    assert point.estimate is not None
+    assert point.estimate.step_time == pytest.approx(4 * 2 * client)
+    assert point.estimate.dominant == "server queue (incast)"
+    assert step("ps-async", 3) == pytest.approx(T + 2 * client)  # 2 workers: not saturated
+
+
+def test_hybrid_group_cycle_by_hand() -> None:
+    # n=5, K=1, G=2: groups of 2; allreduce as ddp on 2 ranks, leader push+fetch, broadcast
+    first = T_B / 2 + allreduce2(1_201_200)
+    group = T_F + max(T_B, first) + allreduce2(1_000_000)
+    client = LINK.alpha + P * LINK.beta
+    broadcast = 2 * LINK.alpha + P * LINK.beta  # scatter + ring all-gather on 2 ranks
+    assert step("hybrid", 5, G="2") == pytest.approx(group + 2 * client + broadcast)
+
+
+def test_pipeline_bubble_and_balance() -> None:
+    free = Link(0.0, 0.0)
+    (point,) = predict(ctx("pipeline", free, M="4"), "pipeline", [2])
+    assert point.estimate is not None
+    # two stages of half the FLOPs each: (M + p - 1) slots of T/2/M
+    assert point.estimate.step_time == pytest.approx(5 * T / 2 / 4)
+    assert point.estimate.bubble == pytest.approx(1 / 5)
+    (too_many,) = predict(ctx("pipeline"), "pipeline", [3])
+    assert too_many.estimate is None and "cannot cut 2 blocks" in too_many.reason
+
+
+def test_tensor_parallel_splits_the_fc_layers_only() -> None:
+    assert step("tensor", 2, Link(0.0, 0.0)) == pytest.approx(T / 2 + T / 4)
+    gather = LINK.alpha + 0.5 * 10 * 300 * 4 * LINK.beta      # logits gathered
+    reduce = 2 * LINK.alpha + 10 * 1000 * 4 * LINK.beta       # input gradient allreduced
+    assert step("tensor", 2) == pytest.approx(T / 2 + T / 4 + gather + reduce)
+
+
+def test_strategies_that_cannot_run_say_why() -> None:
+    (point,) = predict(ctx("ps-sync"), "ps-sync", [1])
+    assert point.estimate is None and "server" in point.reason
+    (point,) = predict(ctx("dp-tp"), "dp-tp", [3])
+    assert point.estimate is None and "divide" in point.reason
+    assert set(MODELS) == {"ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async",
+                           "downpour", "ssp", "hogwild", "gossip", "hybrid", "pipeline",
+                           "tensor", "dp-tp"}
+
+
+def test_options_and_names() -> None:
+    options = parse_option_pairs(["H=4", "K=2"], ["localsgd", "ps-sync"])
+    assert options["localsgd"]["period"] == 4 and options["ps-sync"]["servers"] == 2
+    for pairs, strategies, match in ((["G=4"], ["ddp"], "no strategy"),
+                                     (["H=x"], ["localsgd"], "integer"),
+                                     (["H"], ["localsgd"], "KEY=VALUE"),
+                                     (["overlap=maybe"], ["ddp"], "1/0")):
+        with pytest.raises(UsageError, match=match):
+            parse_option_pairs(pairs, strategies)
+    with pytest.raises(UnknownNameError, match="ddp"):
+        strategy_options("allreduce-everything", {})
+
+
+def test_prediction_records_are_reproducible() -> None:
+    context = ctx("ddp")
+    points = predict(context, "ddp", [1, 2, 64])
+    provenance = Provenance("gloo", ("calib",), ("comm-1",), "2026-01-01T00:00:00Z")
+    made = [[prediction_record(context, p, provenance, {"version": "0"}) for p in points]
+            for _ in range(2)]
+    assert json.dumps(made[0]) == json.dumps(made[1])
+    record = made[0][1]
+    assert record["created_at"] == "2026-01-01T00:00:00Z" and record["status"] == "success"
+    assert record["spec"]["task"] == "prediction" and record["spec"]["world_size"] == 2
+    metrics = {m["name"]: m["value"] for m in record["metrics"]}
+    assert metrics["comm_bytes_gradient"] == pytest.approx(P)  # ring on 2: 2(n-1)/n P = P
+    assert metrics["step_time"] == pytest.approx(points[1].estimate.step_time)
+    assert len({r["run_id"] for r in made[0]}) == 3

@@ -1,0 +1,53 @@
+"""--validate: measured multi-rank runs beside predictions made from calibration records."""
+from __future__ import annotations
+
+import pytest
+
+from harness.predict.validate import core_sharing, summary, table_rows, validate
+
+HEP_SMALL_BYTES = 149_634 * 4  # hep_cnn small: one DDP bucket (under the 1 MiB first cap)
+
+
+@pytest.fixture
+def calibration(run_record, comm_record) -> list[dict]:
+    return [run_record([0.32] * 5, threads=1, batch=32, run_id="single"),
+            comm_record("allreduce", 4e-4, 1e-9), comm_record("broadcast", 1e-4, 1e-9)]
+
+
+def test_ddp_run_is_predicted_from_its_calibration(run_record, calibration) -> None:
+    measured = run_record([0.3] * 5, world_size=2, comm="gloo", run_id="ddp2")
+    (row,) = validate([measured], calibration)
+    predicted = 0.32 + 4e-4 + HEP_SMALL_BYTES * 1e-9  # compute + one ring allreduce on 2
+    assert row.strategy == "ddp" and row.link == "one node" and row.note == ""
+    assert row.predicted == pytest.approx(predicted)
+    assert row.error == pytest.approx((predicted - 0.3) / 0.3)
+    cells = table_rows([row])[0]
+    assert cells[2] == "ddp" and cells[10] == f"{row.error * 100:+.1f}%" and cells[11] == "yes"
+    assert summary([row]).startswith("1 of 1 predictions within 15%")
+
+
+def test_records_name_their_strategy_and_options(run_record, calibration) -> None:
+    ps = run_record([1.0] * 3, world_size=3, comm="gloo", run_id="ps", strategy="ps-sync",
+                    strategy_options={"K": 1, "wire_format": "v2"})
+    unknown = run_record([1.0] * 3, world_size=2, comm="gloo", run_id="moe", strategy="moe")
+    rows = {row.record["run_id"]: row for row in validate([ps, unknown], calibration)}
+    assert rows["ps"].strategy == "ps-sync" and rows["ps"].predicted is not None
+    assert rows["ps"].ctx is not None and rows["ps"].ctx.options["servers"] == 1
+    assert rows["ps"].note == "options not modelled: wire_format"
+    assert rows["moe"].predicted is None and "no model of strategy moe" in rows["moe"].note
+
+
+def test_missing_calibration_is_a_note_not_a_crash(run_record, calibration) -> None:
+    mpi = run_record([0.3] * 3, world_size=2, comm="mpi", run_id="mpi")
+    other_threads = run_record([0.3] * 3, world_size=2, comm="gloo", threads=4, run_id="t4")
+    rows = {row.record["run_id"]: row for row in validate([mpi, other_threads], calibration)}
+    assert rows["mpi"].predicted is None and "no calibration records for comm backend 'mpi'" \
+        in rows["mpi"].note
+    assert "another thread count" in rows["t4"].note  # scaled from the 1-thread run
+    assert "1 run(s) not predicted" in summary(list(rows.values()))
+
+
+def test_ranks_sharing_cores_slow_compute(run_record) -> None:
+    crowded = run_record([1.0], world_size=8, threads=2)  # 16 threads on 8 usable CPUs
+    assert core_sharing(crowded) == 2.0
+    assert core_sharing(run_record([1.0], world_size=2, threads=2)) == 1.0

@@ -1,0 +1,90 @@
+"""The Strategy seam: registry, options, validation, spec identity, and the byte meter."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from harness.core.errors import UsageError
+from harness.core.spec import RunSpec
+from harness.run.plan import resolve
+from harness.strategies import STRATEGIES
+from harness.strategies.base import tensor_bytes
+from harness.strategies.meter import CommMeter
+
+
+def plan(**options: object) -> RunSpec:
+    return resolve({"workload": "hep_cnn", "size": "tiny", **options}, None)
+
+
+def test_the_synchronous_data_parallel_family_is_registered() -> None:
+    assert {"ddp", "zero1", "fsdp", "localsgd"} <= set(STRATEGIES.names())
+    for name in ("ddp", "zero1", "fsdp", "localsgd"):
+        cls = STRATEGIES.get(name)
+        assert cls.summary and cls.family and cls.engine
+
+
+def test_options_are_typed_and_aliases_resolve() -> None:
+    assert plan(strategy="localsgd", strategy_options={"H": "3"}, nproc=2).options == \
+        {"period": 3}
+    assert plan(compression="fp16", nproc=2).options == {"compression": "fp16"}
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"strategy": "nope"}, "unknown strategy 'nope'; choose from: ddp"),
+    ({"strategy": "localsgd", "strategy_options": {"H": "0"}, "nproc": 2}, "must be >= 1"),
+    ({"strategy": "localsgd", "strategy_options": {"period": "two"}, "nproc": 2},
+     "expected int"),
+    ({"strategy": "fsdp", "strategy_options": {"bucket_mb": "5"}, "nproc": 2},
+     "strategy fsdp takes no option 'bucket_mb'"),
+    ({"strategy": "zero1", "compression": "fp16", "nproc": 2},
+     "--compression is an option of --strategy ddp"),
+    ({"strategy": "ddp", "strategy_options": {"compression": "zip"}, "nproc": 2},
+     "'zip' is not one of none, fp16, bf16, powersgd"),
+    ({"compression": "fp16"}, "--compression needs several ranks"),
+    ({"straggler": "5:2", "nproc": 2}, "--straggler rank 5 is not a rank"),
+    ({"straggler": "1:0.5", "nproc": 2}, "expected RANK:FACTOR"),
+])
+def test_bad_strategy_input_is_a_usage_error(options: dict, message: str) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        plan(**options)
+
+
+def test_strategy_is_part_of_the_key_and_old_records_read_as_ddp() -> None:
+    ddp, zero1 = plan(nproc=2), plan(nproc=2, strategy="zero1")
+    assert ddp.key() != zero1.key()
+    old = ddp.as_dict()
+    for field in ("strategy", "strategy_options", "straggler", "replicas"):
+        old.pop(field)
+    old.update(bucket_mb=25, compression="none")
+    assert RunSpec.from_dict(old).strategy == "ddp"
+    assert RunSpec.from_dict(old).key() == ddp.key()
+    fp16 = dict(old, compression="fp16")
+    assert RunSpec.from_dict(fp16).options == {"compression": "fp16"}
+
+
+def test_tensor_bytes_counts_parameters_gradients_and_optimizer_state() -> None:
+    model = nn.Linear(10, 5)  # 55 parameters
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    assert tensor_bytes(model, optimizer) == {"parameters": 220, "gradients": 0,
+                                              "optimizer": 0}
+    model(torch.randn(2, 10)).sum().backward()
+    optimizer.step()
+    assert tensor_bytes(model, optimizer) == {"parameters": 220, "gradients": 220,
+                                              "optimizer": 220}
+
+
+def test_meter_files_calls_by_context_group_and_collective() -> None:
+    meter = CommMeter()
+    group = object()
+    meter.label_group(group, "activation")
+    meter.add("allreduce", 10, group)
+    meter.add("allgather", 20, None)
+    with meter.kind("control"):
+        meter.add("allreduce", 1, group)
+    assert meter.end_step() == {"gradient": 0, "parameter": 20, "activation": 10,
+                                "control": 1}
+    assert meter.calls == {"allreduce": 2, "allgather": 1}
+    with pytest.raises(ValueError, match="unknown traffic kind"):
+        with meter.kind("gossip"):
+            pass

@@ -1,0 +1,53 @@
+"""How much memory training a workload takes, estimated on the meta device (no allocation):
+parameters, gradients and optimizer state, and the activations autograd saves for backward."""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from workloads.base import Workload
+
+# Bytes per parameter held by a data-parallel rank: fp32 weight, gradient and SGD momentum.
+STATE_BYTES_PER_PARAMETER = 12
+_PROBE_BATCH = 2
+
+
+def _saved_bytes(workload: Workload, model: torch.nn.Module, size: str, batch: int) -> int:
+    saved = 0
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        nonlocal saved
+        saved += tensor.numel() * tensor.element_size()
+        return tensor
+
+    inputs, targets = workload.synthetic_batch(size, batch, "meta")
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        workload.loss(model(inputs), targets)
+    return saved
+
+
+@lru_cache(maxsize=64)
+def _per_sample(workload_class: type[Workload], size: str) -> tuple[int, int]:
+    """(parameter count, bytes of tensors saved for backward per sample).
+
+    Autograd also saves weights (views of the parameters, not new memory): the difference
+    between two batch sizes leaves only what grows with the batch."""
+    workload = workload_class()
+    with torch.device("meta"):
+        model = workload.build_model(size)
+    model.train()
+    small = _saved_bytes(workload, model, size, _PROBE_BATCH)
+    large = _saved_bytes(workload, model, size, 2 * _PROBE_BATCH)
+    parameters = sum(p.numel() for p in model.parameters())
+    return parameters, max(0, large - small) // _PROBE_BATCH
+
+
+def training_bytes(workload: Workload, size: str, batch: int) -> int:
+    """Estimated bytes one rank holds while training at `batch` samples per step (fp32):
+    parameters, gradients and momentum, plus the activations saved for backward. An estimate
+    for refusing runs that cannot fit, not a measurement (peak_memory is)."""
+    parameters, activations = _per_sample(type(workload), size)
+    return parameters * STATE_BYTES_PER_PARAMETER + activations * batch
