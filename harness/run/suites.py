@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -59,13 +60,18 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
     return values
 
 
-def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
+def _check_keys(source: str, where: str, table: Any, valid: Iterable[str]) -> None:
+    """`table` is a TOML table whose keys are all among `valid`."""
     if not isinstance(table, dict):
         raise UsageError(f"{source}: {where} must be a table")
-    unknown = sorted(set(table) - set(RUN_KEYS))
+    unknown = sorted(set(table) - set(valid))
     if unknown:
         raise UsageError(f"{source}: unknown key {unknown[0]!r} in {where}; valid keys: "
-                         f"{', '.join(sorted(RUN_KEYS))}")
+                         f"{', '.join(sorted(valid))}")
+
+
+def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
+    _check_keys(source, where, table, RUN_KEYS)
     return {key: _check_value(source, where, key, value) for key, value in table.items()}
 
 
@@ -73,12 +79,7 @@ def _check_kernels(source: str, table: Any) -> dict[str, Any]:
     """A `[kernels]` table: `set` (a kernel set name) and optional `precision` (a list)."""
     from harness.microbench.kernels.sets import SETS
 
-    if not isinstance(table, dict):
-        raise UsageError(f"{source}: kernels must be a table")
-    unknown = sorted(set(table) - set(KERNEL_KEYS))
-    if unknown:
-        raise UsageError(f"{source}: unknown key {unknown[0]!r} in kernels; valid keys: "
-                         f"{', '.join(KERNEL_KEYS)}")
+    _check_keys(source, "kernels", table, KERNEL_KEYS)
     if table.get("set") not in SETS:
         raise UsageError(f"{source}: kernels.set must be one of {', '.join(SETS)}, got "
                          f"{table.get('set')!r}")

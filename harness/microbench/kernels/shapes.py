@@ -14,8 +14,15 @@ def _pair(values: tuple[int, int]) -> str:
     return str(values[0]) if values[0] == values[1] else f"{values[0]}x{values[1]}"
 
 
+class _Fields:
+    """A shape's fields as the record's spec holds them (JSON types)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
 @dataclass(frozen=True)
-class ConvShape:
+class ConvShape(_Fields):
     """A 2-D convolution, groups 1, no dilation: input n x c x h x w, k filters of r x s
     (height x width), stride and padding as (height, width)."""
 
@@ -48,7 +55,7 @@ class ConvShape:
 
 
 @dataclass(frozen=True)
-class GemmShape:
+class GemmShape(_Fields):
     """C (m x n) = op(A) (m x k) . op(B) (k x n), DeepBench's convention: trans_a means A is
     stored k x m, trans_b means B is stored n x k."""
 
@@ -61,12 +68,9 @@ class GemmShape:
     def label(self) -> str:
         return f"{self.m}x{self.n}x{self.k} {'TN'[not self.trans_a]}{'TN'[not self.trans_b]}"
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class LstmShape:
+class LstmShape(_Fields):
     """One LSTM cell step: batch x input features in, hidden units (four gates of `hidden`)."""
 
     batch: int
@@ -76,21 +80,15 @@ class LstmShape:
     def label(self) -> str:
         return f"b{self.batch} i{self.input} h{self.hidden}"
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class MemoryShape:
+class MemoryShape(_Fields):
     """A streaming kernel over arrays of `array_bytes` each (STREAM's copy and triad)."""
 
     array_bytes: int
 
     def label(self) -> str:
         return f"{size_label(self.array_bytes)} per array"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 Shape = ConvShape | GemmShape | LstmShape | MemoryShape
