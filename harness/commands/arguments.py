@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.core.errors import UsageError
+from harness.core.files import check_output_file
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,6 +59,16 @@ def percentage(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a percentage above 0 and below 100, "
                                          f"got {text!r}")
     return value
+
+
+def check_json_target(path: str, store_root: Path) -> Path:
+    """The --json file's directory must exist, or be the store that is about to be created."""
+    target = Path(path)
+    if target.parent.resolve() == store_root.resolve() and not store_root.exists():
+        if target.is_dir():
+            raise UsageError(f"--json {path}: is a directory; name a file")
+        return target
+    return check_output_file(path, "--json")
 
 
 def print_json(data: Any) -> None:

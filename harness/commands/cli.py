@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "peak": ("peak", "measured GEMM peak FLOP/s and copy bandwidth"),
     "run": ("run", "run benchmarks, store records, print a summary"),
     "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
+    "kernels": ("kernels", "kernel microbenchmarks with a roofline (DeepBench style)"),
     "report": ("report", "tables and plots from records and stores"),
     "compare": ("compare", "exit 1 on a significant regression"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),

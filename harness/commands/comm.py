@@ -6,7 +6,12 @@ import json
 import sys
 from typing import Any
 
-from harness.commands.arguments import int_list, non_negative_int, positive_int
+from harness.commands.arguments import (
+    check_json_target,
+    int_list,
+    non_negative_int,
+    positive_int,
+)
 from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
 from harness.core.files import write_atomic
 from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, CommSpec, performance_env
@@ -85,7 +90,7 @@ def comm_table(results: list[CommResult]) -> str:
 def command(args: argparse.Namespace) -> int:
     if args.nproc and len(args.nproc) > 1:
         raise UsageError("dtbench comm takes one -n value")
-    from harness.commands.run import _check_json_target, launch_options
+    from harness.commands.run import launch_options
 
     nprocs = args.nproc or [2]
     spec = CommSpec(comm=args.comm, launcher=args.launcher, nproc_per_node=nprocs[0],
@@ -96,7 +101,7 @@ def command(args: argparse.Namespace) -> int:
     if spec.comm == "none":
         raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
     store = Store(args.out)
-    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
+    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     store.ensure_writable()
     created = utc_now()
     run_id = new_run_id("comm", created)

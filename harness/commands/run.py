@@ -7,9 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.commands.arguments import int_list, non_negative_int, positive_int
+from harness.commands.arguments import (
+    check_json_target,
+    int_list,
+    non_negative_int,
+    positive_int,
+)
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
-from harness.core.files import check_output_file, write_atomic
+from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import (
     COMM_CHOICES,
@@ -123,16 +128,6 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
-def _check_json_target(path: str, store_root: Path) -> Path:
-    """The --json file's directory must exist, or be the store that is about to be created."""
-    target = Path(path)
-    if target.parent.resolve() == store_root.resolve() and not store_root.exists():
-        if target.is_dir():
-            raise UsageError(f"--json {path}: is a directory; name a file")
-        return target
-    return check_output_file(path, "--json")
-
-
 def _preflight_data(specs: list[RunSpec]) -> None:
     """Load each distinct --data file once so a bad file is a usage error before any run."""
     from workloads import get_workload
@@ -167,10 +162,14 @@ def command(args: argparse.Namespace) -> int:
     suite = None
     if args.suite is not None or not options["workload"]:
         suite = load_suite(args.suite or "quick")
+    if suite is not None and suite.kernels is not None:
+        from harness.commands.kernels import run_kernel_suite
+
+        return run_kernel_suite(suite.name, suite.kernels, args, options)
     planned = plan_runs(suite, options)
     launch = launch_options(args)
     store = Store(args.out)
-    json_target = _check_json_target(args.json_file, store.root) if args.json_file else None
+    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
     check_all([spec for spec, _ in planned], args.oversubscribe)
     store.ensure_writable()

@@ -3,39 +3,19 @@ every record has one, else the comparable spec fields, or only the fields of --m
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.text import one_line, size_label
+from harness.core.text import size_label
+from harness.microbench.kernels import metrics as kernel
 
-EXIT_OK, EXIT_REGRESSION = 0, 1
-# Constants of the model or the machine, not of the run: a change there is not a regression.
-NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
-                          "bytes_sent_per_rank"})
-# SPEC section 6, for foreign records whose metrics do not say which way is better.
-KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
-                    "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
-                    "algbw": True, "busbw": True, "latency": False, "energy": False}
-# Repeats per side from which runs, not steps, are the unit of the statistics.
-MIN_RUNS = 2
-SUGGESTED_REPEATS = 5
 KEY_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
               "batch_per_rank", "mode", "strategy")
 # What a spec field means where an older record lacks it.
 FIELD_DEFAULTS = {"strategy": "ddp"}
 # Spec fields that never make two runs different experiments.
 NOT_IDENTITY = frozenset({"suite", "seed", "env", "peak"})
-
-OK, REGRESSION, IMPROVED, NO_SAMPLES = "ok", "regression", "improved", "no samples"
-ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
-HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
-          "ratio CI95", "p", "n (base/cand)", "verdict")
-
-
-def warn(message: str) -> None:
-    print(f"dtbench: warning: {one_line(message, 1000)}", file=sys.stderr)
 
 
 def _plain(value: Any) -> str:
@@ -58,18 +38,20 @@ def spec_value(spec: dict[str, Any], name: str) -> Any:
 def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
                ) -> tuple[str, ...]:
     """The comparable spec fields (or only `match_on`); a comm record adds its op and largest
-    message size, since busbw is measured there."""
+    message size, since busbw is measured there, and a kernel record its shape, pass,
+    algorithm and threads."""
     spec = record["spec"]
     key = [_plain(spec_value(spec, name)) for name in match_on or KEY_FIELDS]
     if spec.get("task") == "comm" and not match_on:
         key += [_plain(spec.get("op")), _plain(_largest_size(spec))]
+    elif spec.get("task") == kernel.TASK and not match_on:
+        key += [_plain(spec.get(name)) for name in kernel.KEY_FIELDS]
     return tuple(key)
 
 
 def _spec_key(record: dict[str, Any]) -> str | None:
     value = record.get("spec_key")
     return _plain(value) if value not in (None, "") else None
-
 
 
 def _size_text(size: Any) -> str:
@@ -81,7 +63,9 @@ def _size_text(size: Any) -> str:
 def spec_label(record: dict[str, Any], spec_key: str | None = None) -> str:
     """size/backend/precision/comm/ws/bs, the way a reader tells two runs of a workload apart."""
     spec = record["spec"]
-    if spec.get("task") == "comm":
+    if spec.get("task") == kernel.TASK:
+        parts = [kernel.kernel_label(spec)]
+    elif spec.get("task") == "comm":
         parts = [spec.get("backend"), spec.get("precision"), spec.get("comm"),
                  f"ws{spec.get('world_size')}", spec.get("op"),
                  _size_text(_largest_size(spec))]

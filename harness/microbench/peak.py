@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 import statistics
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import torch
 
 from harness.core.files import write_atomic
+from harness.microbench.timing import time_calls
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 GEMM_SIZES = {"cpu": (256, 512, 1024, 2048), "cuda": (2048, 4096, 8192)}
@@ -52,21 +52,6 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def timed_calls(fn: Any, backend: Any, device: torch.device, reps: int,
-                budget_s: float = math.inf) -> list[float]:
-    """Per-call seconds of `fn`: `reps` calls, fewer when `budget_s` runs out (never fewer
-    than two). The one timing loop of the microbenchmarks."""
-    timer = backend.timer(device)
-    started = time.perf_counter()
-    for index in range(reps):
-        timer.start()
-        fn()
-        timer.stop()
-        if index >= 1 and time.perf_counter() - started > budget_s:
-            break
-    return timer.samples()
-
-
 def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
     """n x n x n matrix products through each engine torch has on this device."""
     a = torch.randn(n, n, device=device).to(dtype)
@@ -81,8 +66,11 @@ def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str,
 
 
 def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
-                 budget_s: float = 4.0, device: torch.device | None = None) -> PeakResult:
-    """Time square matmuls and a large copy on the backend's device, in this process.
+                 budget_s: float = 4.0, device: torch.device | None = None,
+                 gemm_sizes: tuple[int, ...] | None = None,
+                 copy_bytes: int | None = None) -> PeakResult:
+    """Time square matmuls and a large copy on the backend's device, in this process (sizes
+    default to GEMM_SIZES and COPY_BYTES of the device type).
 
     Sizes grow until a size would not fit the engine's time budget: on a CPU without bf16
     instructions torch.mm in bf16 runs at about 1 GFLOP/s, where a 2048-cube takes 17 s a
@@ -97,25 +85,24 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
     per_size: dict[str, float] = {}
     spent: dict[str, float] = {}
     last_call: dict[str, float] = {}
-    for n in GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
+    for n in gemm_sizes or GEMM_SIZES.get(device.type, GEMM_SIZES["cuda"]):
         for engine, gemm in _gemm_engines(n, device, dtype).items():
             left = budget_s - spent.get(engine, 0.0)
             # A call costs about 8x the previous size's: skip sizes that cannot be timed.
             if engine in last_call and 8 * last_call[engine] * 3 > left:
                 continue
             started = time.perf_counter()
-            gemm()
-            backend.synchronize(device)
-            times = timed_calls(gemm, backend, device, reps, budget_s=max(0.0, left / 2))
+            # Two timed calls at least, then more while half the engine's budget lasts.
+            times = time_calls(gemm, backend, device, warmup=1, min_reps=min(2, reps),
+                               max_reps=reps, budget_s=max(0.0, left / 2))
             spent[engine] = spent.get(engine, 0.0) + time.perf_counter() - started
             last_call[engine] = statistics.median(times)
             per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
-    elements = COPY_BYTES.get(device.type, COPY_BYTES["cuda"]) // 4
+    elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
-    dst.copy_(src)
-    copy_times = timed_calls(lambda: dst.copy_(src), backend, device, reps,
-                             budget_s=budget_s / 4)
+    copy_times = time_calls(lambda: dst.copy_(src), backend, device, warmup=1,
+                            min_reps=min(2, reps), max_reps=reps, budget_s=budget_s / 4)
     bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
     return PeakResult(
         backend=backend_name, device_name=backend.device_name(device), precision=precision,

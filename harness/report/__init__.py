@@ -14,6 +14,7 @@ from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
 from harness.records.inputs import Loaded, load_inputs
 from harness.report import csv_format, html, markdown
+from harness.report.kernels import kernel_section
 from harness.report.predictions import prediction_tables
 from harness.report.tables import Section, build_report, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
@@ -45,6 +46,9 @@ def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> st
         return csv_format.render(views)
     report = build_report(views, paths=paths, files=loaded.sources, skipped=loaded.warnings,
                           regenerate=regenerate)
+    kernels = kernel_section(views)
+    if kernels is not None:
+        report.sections.append(kernels)
     predicted = [view for view in views if view.is_prediction]
     if predicted:
         report.sections.append(Section("Predictions", prediction_tables(predicted)))

@@ -220,7 +220,7 @@ def _summary(views: list[RecordView], paths: list[str]) -> str:
 def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
                  skipped: list[str], regenerate: str) -> Report:
     """The report's content from views already in stable order."""
-    training = [v for v in views if not v.is_comm and not v.is_prediction]
+    training = [v for v in views if not v.is_comm and not v.is_kernel and not v.is_prediction]
     comm = [v for v in views if v.is_comm]
     sections = []
     if views:

@@ -10,11 +10,14 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
+
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
                "world_size", "nnodes", "batch_per_rank", "mode")
 SPEC_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
-               "nnodes", "threads", "batch_per_rank", "global_batch", "mode", "op", "suite")
+               "nnodes", "threads", "batch_per_rank", "global_batch", "mode", "op", "suite",
+               "kernel", "pass", "algorithm")
 _UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 
@@ -148,6 +151,10 @@ class RecordView:
     @property
     def is_comm(self) -> bool:
         return self.spec.get("task") == "comm"
+
+    @property
+    def is_kernel(self) -> bool:
+        return self.spec.get("task") == KERNEL_TASK
 
     @property
     def is_prediction(self) -> bool:

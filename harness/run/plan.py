@@ -118,6 +118,9 @@ def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, i
         if not selected:
             raise UsageError("no workload given: name a suite or use -w/--workload")
         base_runs: list[dict[str, Any]] = [{"workload": name} for name in selected]
+    elif suite.kernels is not None:
+        raise UsageError(f"suite {suite.name} runs kernel benchmarks, not training runs: "
+                         f"use dtbench run {suite.name} or dtbench kernels")
     else:
         base_runs = [dict(run) for run in suite.runs]
         if selected:

@@ -4,12 +4,14 @@ from __future__ import annotations
 import itertools
 import math
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.spec import PRECISIONS
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000
@@ -20,16 +22,19 @@ RUN_KEYS = {
     "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str, "peak": str,
     "strategy": str, "strategy_options": dict, "straggler": str,
 }
-TOP_KEYS = ("name", "description", "defaults", "runs")
+TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
+KERNEL_KEYS = ("set", "precision")
 
 
 @dataclass(frozen=True)
 class Suite:
-    """A suite's name and its runs, each a dict of run options (lists already expanded)."""
+    """A suite's name and its runs, each a dict of run options (lists already expanded), or
+    instead a `[kernels]` table: the kernel set and precisions `dtbench kernels` runs."""
 
     name: str
     description: str
     runs: tuple[dict[str, Any], ...]
+    kernels: dict[str, Any] | None = None
 
 
 def builtin_names() -> list[str]:
@@ -55,14 +60,35 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
     return values
 
 
-def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
+def _check_keys(source: str, where: str, table: Any, valid: Iterable[str]) -> None:
+    """`table` is a TOML table whose keys are all among `valid`."""
     if not isinstance(table, dict):
         raise UsageError(f"{source}: {where} must be a table")
-    unknown = sorted(set(table) - set(RUN_KEYS))
+    unknown = sorted(set(table) - set(valid))
     if unknown:
         raise UsageError(f"{source}: unknown key {unknown[0]!r} in {where}; valid keys: "
-                         f"{', '.join(sorted(RUN_KEYS))}")
+                         f"{', '.join(sorted(valid))}")
+
+
+def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
+    _check_keys(source, where, table, RUN_KEYS)
     return {key: _check_value(source, where, key, value) for key, value in table.items()}
+
+
+def _check_kernels(source: str, table: Any) -> dict[str, Any]:
+    """A `[kernels]` table: `set` (a kernel set name) and optional `precision` (a list)."""
+    from harness.microbench.kernels.sets import SETS
+
+    _check_keys(source, "kernels", table, KERNEL_KEYS)
+    if table.get("set") not in SETS:
+        raise UsageError(f"{source}: kernels.set must be one of {', '.join(SETS)}, got "
+                         f"{table.get('set')!r}")
+    precisions = table.get("precision", ["fp32"])
+    precisions = precisions if isinstance(precisions, list) else [precisions]
+    if not precisions or not all(p in PRECISIONS for p in precisions):
+        raise UsageError(f"{source}: kernels.precision must be one or a list of "
+                         f"{', '.join(PRECISIONS)}, got {table.get('precision')!r}")
+    return {"set": table["set"], "precision": precisions}
 
 
 def parse_suite(text: str, source: str, default_name: str) -> Suite:
@@ -81,6 +107,11 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
     description = document.get("description", "")
     if not isinstance(name, str) or not name or not isinstance(description, str):
         raise UsageError(f"{source}: name and description must be strings")
+    if "kernels" in document:
+        if "runs" in document or "defaults" in document:
+            raise UsageError(f"{source}: a suite has [[runs]] or a [kernels] table, not both")
+        return Suite(name=name, description=description, runs=(),
+                     kernels=_check_kernels(source, document["kernels"]))
     defaults = _check_table(source, "defaults", document.get("defaults", {}))
     runs = document.get("runs")
     if not isinstance(runs, list) or not runs:

@@ -85,10 +85,20 @@ BAD_INPUTS = [
      "--threshold"),
     ("compare threshold zero", ["compare", "a", "b", "--threshold", "0"], "above 0"),
     ("sbatch unknown suite", ["sbatch", "nightly"], "unknown suite 'nightly'"),
+    ("kernels unknown set", ["kernels", "--set", "huge"], "unknown kernel set 'huge'"),
+    ("kernels precision the backend lacks", ["kernels", "-b", "cpu", "--precision", "fp16"],
+     "has no fp16"),
+    ("kernels json into a missing directory", ["kernels", "--json", "nowhere/k.json"],
+     "does not exist"),
+    ("run kernels with a training option", ["run", "kernels", "-w", "alexnet"],
+     "--workload does not apply"),
+    ("suite with an unknown kernel set", ["run", "kernels_bad.toml"],
+     "kernels.set must be one of"),
+    ("sbatch a kernel suite", ["sbatch", "kernels"], "runs kernel benchmarks"),
 ]
 
 SUBPROCESS_CASES = ("non-numeric steps", "unknown subcommand", "unknown workload",
-                    "malformed data file", "unwritable out")
+                    "malformed data file", "unwritable out", "kernels unknown set")
 
 
 @pytest.fixture
@@ -104,6 +114,7 @@ def inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "malformed.toml").write_text('[[runs]\nworkload = "lstm"\n')
     (tmp_path / "lstm_only.toml").write_text('[[runs]]\nworkload = "lstm"\nsize = "tiny"\n')
     (tmp_path / "foreign.json").write_text('{"hello": 1}\n')
+    (tmp_path / "kernels_bad.toml").write_text('[kernels]\nset = "huge"\n')
     monkeypatch.chdir(tmp_path)
     return tmp_path / "store"
 

@@ -1,6 +1,8 @@
-"""results/: the published records regenerate results/README.md byte for byte."""
+"""results/: the published records regenerate results/README.md and results/report.html
+byte for byte."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,16 +34,67 @@ def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
     assert {"quick", "scaling"} <= suites
     assert any(r["spec"].get("task") == "comm" for r in records)
     assert any(m["name"] == "scaling_efficiency" for r in records for m in r["metrics"])
-    assert all(r["status"] == "success" for r in records)
+    assert all(r["status"] == "success" for r in records if r["spec"].get("task") != "kernel")
 
 
-def test_results_readme_regenerates_identically(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+# The kernel sets published in results/ (`dtbench kernels --set NAME` for each): `full` adds
+# the workloads' convolutions, about half an hour on two cores, and is left to the README's
+# command.
+PUBLISHED_KERNEL_SETS = ("deepbench", "sweep")
+
+
+def test_results_hold_whole_kernel_sets() -> None:
+    """Every kernel, pass and algorithm of each published set: measured, or skipped as not
+    applicable; none failed. Together they cover each family and the kernel-size sweep."""
+    from harness.microbench.kernels.runner import planned_steps
+    from harness.microbench.kernels.sets import SWEEP_KERNEL_SIZES, get_set
+
+    kernels = [r for r in map(load_record, published_records())
+               if r["spec"].get("task") == "kernel"]
+    assert {r["spec"]["set"] for r in kernels} == set(PUBLISHED_KERNEL_SETS)
+    for name in PUBLISHED_KERNEL_SETS:
+        in_set = [r for r in kernels if r["spec"]["set"] == name]
+        assert len(in_set) == planned_steps(get_set(name).cases()), name
+    assert {r["status"] for r in kernels} == {"success", "skipped"}
+    assert all(r["error"].startswith("not applicable") for r in kernels
+               if r["status"] == "skipped")
+    measured = [r for r in kernels if r["status"] == "success"]
+    assert {r["spec"]["family"] for r in measured} == {"memory", "gemm", "conv", "lstm"}
+    swept = {r["spec"]["shape"]["r"] for r in measured if r["spec"]["group"] == "sweep"}
+    assert swept == set(SWEEP_KERNEL_SIZES)
+
+
+def _regenerate(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> bytes:
+    """`dtbench report results/ -o results/NAME` over a copy of the published records."""
     copy = tmp_path / "results"
     copy.mkdir()
     for path in published_records():
         shutil.copy2(path, copy / path.name)
     monkeypatch.chdir(tmp_path)
-    assert main(["report", "results/", "-o", "results/README.md"]) == 0
-    regenerated = (copy / "README.md").read_bytes()
-    assert regenerated == (RESULTS / "README.md").read_bytes()
+    assert main(["report", "results/", "-o", f"results/{name}"]) == 0
+    return (copy / name).read_bytes()
+
+
+def test_results_readme_regenerates_identically(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _regenerate("README.md", tmp_path, monkeypatch) == (RESULTS / "README.md").read_bytes()
+
+
+# The matplotlib that drew the published plots: another version may rasterise differently.
+PUBLISHED_WITH_MATPLOTLIB = "3.11.2"
+_PNG = re.compile(rb"data:image/png;base64,[A-Za-z0-9+/=]+")
+
+
+def test_results_html_report_regenerates_identically(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """results/report.html (tables and the roofline plot): its text byte for byte, and its
+    images too under the matplotlib that drew them."""
+    import matplotlib
+
+    regenerated = _regenerate("report.html", tmp_path, monkeypatch)
+    published = (RESULTS / "report.html").read_bytes()
+    assert _PNG.sub(b"PNG", regenerated) == _PNG.sub(b"PNG", published)
+    if matplotlib.__version__ != PUBLISHED_WITH_MATPLOTLIB:
+        pytest.skip(f"plots drawn with matplotlib {PUBLISHED_WITH_MATPLOTLIB}, this is "
+                    f"{matplotlib.__version__}: text compared, images not")
+    assert regenerated == published

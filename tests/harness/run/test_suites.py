@@ -173,3 +173,22 @@ def test_unknown_suite_name_lists_the_builtins() -> None:
 def test_parse_suite_source_appears_in_errors() -> None:
     with pytest.raises(UsageError, match="^inline: "):
         parse_suite("oops = 1\n", "inline", "x")
+
+
+def test_kernels_suite_names_a_kernel_set_instead_of_runs(tmp_path: Path) -> None:
+    suite = load_suite("kernels")
+    assert suite.runs == () and suite.kernels == {"set": "workloads", "precision": ["fp32"]}
+    mine = load_suite(str(write(tmp_path, '[kernels]\nset = "sweep"\nprecision = "bf16"\n')))
+    assert mine.kernels == {"set": "sweep", "precision": ["bf16"]}
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ('[kernels]\nset = "huge"\n', "kernels.set must be one of tiny, workloads"),
+    ('[kernels]\nset = "tiny"\nprecision = ["fp64"]\n', "kernels.precision must be one"),
+    ('[kernels]\nset = "tiny"\nthreads = 2\n', "unknown key 'threads' in kernels"),
+    ('kernels = 3\n', "kernels must be a table"),
+    ('[kernels]\nset = "tiny"\n[[runs]]\nworkload = "lstm"\n', "not both"),
+])
+def test_bad_kernels_table(tmp_path: Path, text: str, fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment):
+        load_suite(str(write(tmp_path, text)))

@@ -1,0 +1,108 @@
+"""Kernel measurements as schema-v1 records of task `kernel`: the same fingerprint, statistics
+and store as training runs. The spec names the kernel (family, shape, pass, algorithm,
+precision, backend, threads) and `spec_key` hashes exactly that, so `dtbench compare` pairs a
+kernel with itself across runs. Metrics with raw per-call samples: `time` and
+`effective_flops` (direct-convolution or GEMM FLOPs / time; `achieved_bandwidth` for copy and
+triad). Without samples: the analytic FLOPs and bytes, the intensity, both roofs measured in
+the same invocation, the roof at this intensity, the share of it reached, and the maximum
+relative error against the reference."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import statistics
+from typing import Any
+
+from harness.core.spec import performance_env
+from harness.microbench.kernels.metrics import TASK
+from harness.microbench.kernels.roofline import (
+    arithmetic_intensity,
+    attainable_flops,
+    bound,
+    kernel_bytes,
+    kernel_flops,
+    share_of_roof,
+)
+from harness.microbench.kernels.runner import Measurement, Roofs
+from harness.microbench.kernels.sets import KernelSet
+from harness.records.record import Metric, build_record
+
+REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
+              "lstm": "torch.lstm_cell, fp32"}
+IDENTITY = ("family", "kernel", "shape", "pass", "algorithm", "precision", "backend", "threads")
+
+
+def kernel_spec_key(spec: dict[str, Any]) -> str:
+    """A short stable hash of the kernel's identity (not its set, sources or timing)."""
+    identity = {name: spec.get(name) for name in IDENTITY}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def kernel_spec(measured: Measurement, kernel_set: KernelSet, backend: str,
+                threads: int) -> dict[str, Any]:
+    case = measured.case
+    timing = kernel_set.timing
+    return {
+        "task": TASK, "workload": f"kernel-{case.family}", "family": case.family,
+        "kernel": case.label(), "shape": case.shape.as_dict(), "pass": measured.pass_,
+        "algorithm": measured.algorithm, "precision": measured.precision, "backend": backend,
+        "threads": threads, "size": "-", "comm": "none", "launcher": "local", "world_size": 1,
+        "nnodes": 1, "mode": "kernel", "set": kernel_set.name, "group": case.group,
+        "sources": list(case.sources), "warmup": timing.warmup, "min_reps": timing.min_reps,
+        "max_reps": timing.max_reps, "budget_s": timing.budget_s, "env": performance_env(),
+    }
+
+
+def kernel_metrics(measured: Measurement, roofs: Roofs) -> list[Metric]:
+    case, pass_, algorithm = measured.case, measured.pass_, measured.algorithm
+    flops = kernel_flops(case.shape, pass_, algorithm, measured.precision)
+    nbytes = kernel_bytes(case.shape, pass_, algorithm, measured.precision)
+    times = measured.samples
+    seconds = statistics.median(times)
+    intensity = arithmetic_intensity(flops, nbytes)
+    metrics = [Metric("time", "s", seconds, False, samples=list(times))]
+    if case.family == "memory":
+        metrics.append(Metric("achieved_bandwidth", "B/s", nbytes / seconds, True,
+                              samples=[nbytes / t for t in times]))
+    else:
+        metrics.append(Metric("effective_flops", "FLOP/s", flops / seconds, True,
+                              samples=[flops / t for t in times]))
+    share = share_of_roof(flops, nbytes, seconds, roofs.peak_flops, roofs.bandwidth)
+    metrics += [
+        Metric("kernel_flops", "FLOP", float(flops), True),
+        Metric("kernel_bytes", "bytes", float(nbytes), False),
+        Metric("arithmetic_intensity", "FLOP/B", intensity, True),
+        Metric("peak_flops", "FLOP/s", roofs.peak_flops, True,
+               extra={"peak_source": "in-run", "per_size": roofs.peak_per_size}),
+        Metric("memory_bandwidth", "B/s", roofs.bandwidth, True,
+               extra={"kernel": roofs.bandwidth_kernel}),
+        Metric("attainable_flops", "FLOP/s",
+               attainable_flops(intensity, roofs.peak_flops, roofs.bandwidth), True),
+        Metric("share_of_roof", "1", share, True,
+               extra={"bound": bound(intensity, roofs.peak_flops, roofs.bandwidth)}),
+    ]
+    if measured.max_rel_error is not None:
+        metrics.append(Metric("max_rel_error", "1", measured.max_rel_error, False,
+                              extra={"reference": REFERENCES.get(case.family, "")}))
+    return metrics
+
+
+def kernel_record(measured: Measurement, roofs: Roofs | None, *, run_id: str,
+                  created: dt.datetime, kernel_set: KernelSet, backend: str, threads: int,
+                  harness: dict[str, Any], machine: dict[str, Any],
+                  software: dict[str, Any]) -> dict[str, Any]:
+    """One record; a skipped (not applicable) or failed kernel has no metrics and says why."""
+    spec = kernel_spec(measured, kernel_set, backend, threads)
+    metrics = (kernel_metrics(measured, roofs)
+               if measured.status == "success" and roofs is not None else [])
+    # The host's 1-minute load average as the kernel finished: on a shared machine, a load
+    # above the cores in use says the figures were taken beside other work.
+    notes: dict[str, Any] = {"details": measured.details, "load_average_1m": os.getloadavg()[0]}
+    if roofs is not None:
+        notes["roofs_measured_at"] = roofs.measured_at
+    return build_record(run_id=run_id, created=created, status=measured.status,
+                        error=measured.error, harness=harness, machine=machine,
+                        software=software, spec=spec, metrics=metrics, events=[],
+                        extra={"spec_key": kernel_spec_key(spec), "notes": notes})
