@@ -137,5 +137,20 @@ class Contiguous(nn.Module):
         self.inner = inner
 
     def forward(self, *args: Any) -> Any:
+        args = tuple(_ContiguousGrad.apply(a) if isinstance(a, torch.Tensor) and a.requires_grad
+                     else a for a in args)
         output = self.inner(*args)
         return output.contiguous() if isinstance(output, torch.Tensor) else output
+
+
+class _ContiguousGrad(torch.autograd.Function):
+    """Identity whose gradient comes back contiguous (the input gradient a stage sends back
+    is otherwise channels_last after a convolution)."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.view_as(tensor)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
