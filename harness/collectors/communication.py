@@ -112,6 +112,6 @@ def strategy_stats(context: CollectContext) -> list[Metric]:
                        "stage_state_bytes": [r.strategy_stats.get("stage_state_bytes")
                                              for r in ranks], **facts}))
     elif facts or first:
-        found.append(Metric("strategy_layout", "count", float(len(ranks)),
+        found.append(Metric("strategy_layout", "ranks", float(len(ranks)), False,
                             extra={key: value for key, value in first.items()}))
     return found
