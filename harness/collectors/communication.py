@@ -86,3 +86,32 @@ def phases(context: CollectContext) -> list[Metric]:
                                                  "aggregation": "median step per rank; value "
                                                  "is the slowest rank; samples are rank 0's"}))
     return found
+
+
+@collector("strategy_stats")
+def strategy_stats(context: CollectContext) -> list[Metric]:
+    """What a strategy measures beyond the common metrics (Strategy.step_stats): the
+    pipeline's measured bubble beside its schedule's theory, its cut; tensor parallelism's
+    split layers. Numbers become metrics (mean over ranks, each rank's in per_rank); the
+    rest rides along in `extra`."""
+    ranks = [r for r in context.ranks if r.strategy_stats]
+    if not ranks:
+        return []
+    first = ranks[0].strategy_stats
+    facts = {key: value for key, value in first.items()
+             if not isinstance(value, (int, float)) or isinstance(value, bool)}
+    found = []
+    if "bubble_fraction" in first:
+        per_rank = [r.strategy_stats.get("bubble_fraction") for r in ranks]
+        values = [v for v in per_rank if isinstance(v, (int, float))]
+        if values:
+            found.append(Metric(
+                "bubble_fraction", "ratio", statistics.fmean(values), higher_is_better=False,
+                extra={"per_rank": per_rank, "roles": [r.role for r in ranks],
+                       "theory": first.get("bubble_fraction_theory"),
+                       "stage_state_bytes": [r.strategy_stats.get("stage_state_bytes")
+                                             for r in ranks], **facts}))
+    elif facts or first:
+        found.append(Metric("strategy_layout", "ranks", float(len(ranks)), False,
+                            extra={key: value for key, value in first.items()}))
+    return found

@@ -8,7 +8,9 @@ from harness.strategies import (  # noqa: F401  (registration)
     hogwild,
     hybrid,
     localsgd,
+    pipeline,
     ps,
+    tensor,
     zero1,
 )
 from harness.strategies.base import STRATEGIES, Strategy

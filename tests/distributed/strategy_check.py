@@ -28,8 +28,33 @@ from harness.strategies.meter import CommMeter, register_counted_backend  # noqa
 STEPS = 3
 
 
+def without_dropout() -> None:
+    """CHECK_NO_DROPOUT=1: every Dropout off (p=0), so that model-parallel strategies, whose
+    ranks draw dropout masks differently from one process, can be compared exactly."""
+    from torch import nn
+
+    import workloads
+
+    for name in ("alexnet", "hep_cnn", "lstm", "resnet50"):
+        cls = type(workloads.get_workload(name))
+        build = cls.build_model
+
+        def patched(self, size, build=build):  # type: ignore[no-untyped-def]
+            model = build(self, size)
+            for module in model.modules():
+                if isinstance(module, nn.Dropout):
+                    module.p = 0.0
+                if isinstance(module, nn.LSTM):
+                    module.dropout = 0.0
+            return model
+
+        cls.build_model = patched  # type: ignore[method-assign]
+
+
 def full_parameters(trainer: Trainer) -> list[list[float]]:
-    model = trainer.strategy.model
+    strategy = trainer.strategy
+    # Model-parallel strategies gather the whole model (a collective on every rank).
+    model = strategy.full_model() if hasattr(strategy, "full_model") else strategy.model
     found = []
     for parameter in model.parameters():  # type: ignore[union-attr]
         whole = parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
@@ -51,6 +76,8 @@ def main() -> None:
         dist.init_process_group(backend, rank=rank, world_size=world,
                                 timeout=dt.timedelta(seconds=120))
     torch.set_num_threads(1)
+    if os.environ.get("CHECK_NO_DROPOUT") == "1":
+        without_dropout()
     report = {}
     for entry in strategies:
         name, _, text = entry.partition(":")
@@ -58,10 +85,14 @@ def main() -> None:
         single = name == "single"  # rank 0 alone, undistributed: the reference trajectory
         if single:
             name = "ddp"
+        batch = int(raw.pop("batch", 4))
         spec = RunSpec(workload=workload, size="tiny", comm="none" if single else comm,
-                       nproc_per_node=1 if single else world, batch_per_rank=4, steps=STEPS,
-                       threads=1, strategy=name,
+                       nproc_per_node=1 if single else world, batch_per_rank=batch,
+                       steps=STEPS, threads=1, strategy=name,
                        strategy_options=STRATEGIES.get(name).parse_options(raw), peak="cached")
+        cls = STRATEGIES.get(name)
+        if cls.replicas(spec) != world:
+            spec = spec.replace(replicas=cls.replicas(spec))
         meter.steps.clear()
         losses: list[float] = []
         parameters: list[list[float]] = []
@@ -76,12 +107,12 @@ def main() -> None:
                 served, rounds = meter.end_step(), strategy.served_rounds()
                 meter.steps[:] = [{k: v / rounds for k, v in served.items()}] * STEPS
             else:
-                # Each data shard its own batches (the shard, not the rank: a parameter
-                # server's worker 0 reads what a single rank reads).
-                shard = strategy.data_shard()[0]
-                generator = torch.Generator().manual_seed(100 + shard)
+                # Each data shard its own batches (the shard, not the rank: the ranks of one
+                # pipeline read the same ones, a parameter server's worker 0 what a single
+                # rank reads).
+                generator = torch.Generator().manual_seed(100 + strategy.data_shard()[0])
                 for _ in range(STEPS):
-                    inputs, targets = trainer.workload.synthetic_batch("tiny", 4, "cpu",
+                    inputs, targets = trainer.workload.synthetic_batch("tiny", batch, "cpu",
                                                                        generator)
                     inputs, targets = trainer.to_device(inputs, targets)
                     losses.append(float(trainer.step(inputs, targets)))
