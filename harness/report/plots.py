@@ -208,6 +208,41 @@ def time_to_train_plot(views: list[RecordView]) -> Plot:
                 "reached.", _png(figure))
 
 
+def convergence_plot(views: list[RecordView]) -> Plot:
+    """Quality against wall-clock time from the evaluations of time-to-train records, one
+    line per strategy, one panel per workload (speed and convergence on one axis)."""
+    title = "Convergence by strategy"
+    curves: dict[str, list[RecordView]] = {}
+    for view in views:
+        quality = view.metrics.get("quality")
+        if view.status == "success" and quality is not None and quality.raw.get("history"):
+            curves.setdefault(view.workload, []).append(view)
+    if not curves:
+        return Plot(title, "", "No time-to-train record has evaluations: the convergence "
+                    "plot is omitted.")
+    figure = _figure(7.5, 3.2 * len(curves))
+    for axes, (workload, having) in zip(figure.subplots(len(curves), 1, squeeze=False)[:, 0],
+                                        sorted(curves.items())):
+        for view in sorted(having, key=lambda v: (v.strategy, v.run_id)):
+            quality = view.metrics["quality"].raw
+            metric = quality.get("metric", "accuracy")
+            points = [(h["seconds"], h[metric]) for h in quality["history"]
+                      if metric in h and "seconds" in h]
+            axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                      label=_label(f"{view.strategy} ×{view.text('world_size')}", 24))
+            axes.set_ylabel(metric)
+        target = having[0].metrics["quality"].raw.get("target")
+        if target is not None:
+            axes.axhline(float(target), color="grey", linestyle=":", linewidth=1)
+        axes.set_title(workload, fontsize="small")
+        axes.set_xlabel("seconds since run_start")
+        axes.legend(fontsize="x-small")
+    return Plot(title, "Line chart of evaluation quality against seconds since the start of "
+                "training, one line per strategy and one panel per workload; the dotted line "
+                "is the target.", "Convergence against wall-clock time (time-to-train "
+                "records; dotted: the target).", _png(figure))
+
+
 def busbw_plot(views: list[RecordView]) -> Plot:
     """busbw against message size on a log2 axis, one panel per collective, a line per run."""
     title = "Bus bandwidth"
@@ -304,8 +339,8 @@ def kernel_roofline_plot(views: list[RecordView]) -> Plot:
 
 
 PLOTS: tuple[Callable[[list[RecordView]], Plot], ...] = (
-    throughput_plot, scaling_plot, roofline_plot, time_to_train_plot, busbw_plot,
-    kernel_roofline_plot)
+    throughput_plot, scaling_plot, roofline_plot, time_to_train_plot, convergence_plot,
+    busbw_plot, kernel_roofline_plot)
 
 
 def render_plots(views: list[RecordView]) -> list[Plot]:

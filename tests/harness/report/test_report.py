@@ -19,6 +19,7 @@ from report_records import (
     hostile,
     standard_set,
     training,
+    time_to_train,
     write_store,
 )
 
@@ -426,3 +427,19 @@ def test_order_of_inputs_does_not_change_the_tables(
     _, second, _ = report(capsys, str(listed))
     assert first.replace(md_escape(str(store)), "X").split("Files read:")[0] == \
         second.replace(md_escape(str(listed)), "X").split("Files read:")[0]
+
+
+def test_convergence_plot_draws_quality_against_time_per_strategy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = []
+    for index, strategy in enumerate(("ddp", "ps-async")):
+        record = time_to_train(f"2024010{index + 2}T030000Z-ttt")
+        record["spec"]["strategy"] = strategy
+        quality = next(m for m in record["metrics"] if m["name"] == "quality")
+        quality["history"] = [{"epoch": 1, "step": 5, "seconds": 10.0 + index, "accuracy": 0.5},
+                              {"epoch": 2, "step": 10, "seconds": 20.0 + index,
+                               "accuracy": 0.92}]
+        found.append(record)
+    _, page, _ = report(capsys, str(write_store(tmp_path / "s", found)), "--format", "html")
+    assert "Convergence against wall-clock time" in page
+    assert "convergence plot is omitted" not in page
