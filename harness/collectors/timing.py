@@ -66,3 +66,16 @@ def throughput(context: CollectContext) -> list[Metric]:
                    extra={"global_batch": global_batch, "measured_steps": len(times),
                           "aggregation": "global_batch / median step_time",
                           "overall": global_batch * len(times) / sum(times)})]
+
+
+@collector("first_step_time")
+def first_step_time(context: CollectContext) -> list[Metric]:
+    """The first warm-up step of the slowest rank: it holds torch.compile's compilation and
+    IPEX's first rewrite, which the measured steps leave out."""
+    firsts = [r.warmup_times[0] for r in context.ranks if r.warmup_times]
+    if not firsts:
+        return []
+    warmed = max(len(r.warmup_times) for r in context.ranks)
+    return [Metric("first_step_time", "s", max(firsts), higher_is_better=False,
+                   extra={"warmup_steps": warmed, "warmup_requested": context.spec.warmup,
+                          "aggregation": "max over ranks of the first warm-up step"})]

@@ -18,7 +18,9 @@ from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import (
     COMM_CHOICES,
+    COMPILE_MODES,
     COMPRESSIONS,
+    IPEX_MODES,
     LAUNCHER_CHOICES,
     MODES,
     PEAK_SOURCES,
@@ -37,7 +39,8 @@ from harness.run.summary import summary_table
 
 CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
                 "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "data", "seed", "bucket_mb", "compression", "peak",
+                "channels_last", "compile", "ipex", "data", "seed", "bucket_mb", "compression",
+                "peak",
                 "strategy", "strategy_options", "straggler")
 
 
@@ -75,7 +78,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=positive_int)
     parser.add_argument("--threads", type=positive_int, help="CPU threads per rank")
     parser.add_argument("--seed", type=non_negative_int)
-    parser.add_argument("--compile", action="store_true", default=None, help="torch.compile")
+    parser.add_argument("--compile", nargs="?", const="on", choices=COMPILE_MODES, default=None,
+                        help="torch.compile: on, off, auto (the choice cached for this hardware "
+                        "and configuration, else time eager against compiled steps now and "
+                        "cache the faster) or default (the cached choice where one exists, "
+                        "else eager); a bare --compile is on")
+    parser.add_argument("--ipex", choices=IPEX_MODES, default=None,
+                        help="Intel Extension for PyTorch on the cpu backend: auto (default: "
+                        "where it is installed for this torch), on (a skipped record says why "
+                        "where it cannot), off")
     parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
                      default=None)
     parser.add_argument("--peak", choices=PEAK_SOURCES,

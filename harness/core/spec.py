@@ -16,6 +16,12 @@ COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
 # Where peak_flops comes from: measured in the run itself, or the per-machine cache.
 PEAK_SOURCES = ("in-run", "cached")
+# torch.compile: off, on, auto (measure eager against compiled now and cache the winner), or
+# default (the cached winner for this machine and configuration where one exists, else eager).
+COMPILE_MODES = ("off", "on", "auto", "default")
+# Intel Extension for PyTorch on the cpu backend: auto uses it where it is installed for this
+# torch; on requires it (a skipped record says why it is absent); off never uses it.
+IPEX_MODES = ("auto", "on", "off")
 
 # Environment variables that change performance; their values are part of a run's identity.
 PERF_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "DNNL_", "ONEDNN_", "NCCL_", "GLOO_", "CUDA_",
@@ -30,11 +36,12 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 
 
 # Spec fields newer than the first records, with the values that reproduce their keys.
-KEY_DEFAULTS: dict[str, Any] = {"strategy": "ddp", "strategy_options": {}, "straggler": None}
+KEY_DEFAULTS: dict[str, Any] = {"strategy": "ddp", "strategy_options": {}, "straggler": None,
+                                "ipex": False}
 # Options of the ddp strategy that older records kept as spec fields (and in their keys).
 DDP_SPEC_OPTIONS = {"bucket_mb": 25, "compression": "none"}
 # Derived or descriptive fields that never make two runs different experiments.
-NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas")
+NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas", "compile_mode")
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,10 @@ class RunSpec:
     seed: int = 0
     threads: int = 0
     channels_last: bool = True
+    # whether the model is compiled; with compile_mode auto or default the runner settles it
     compile: bool = False
+    compile_mode: str = "off"
+    ipex: bool = False
     data: str | None = None
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)

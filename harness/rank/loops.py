@@ -73,6 +73,28 @@ def _serve(trainer: Trainer, result: RankResult, total_steps: int,
     return result
 
 
+# IPEX and torch.compile keep rewriting kernels over their first steps: their warm-up goes on
+# (up to this many steps more) until the last STEADY_WINDOW warm-up steps lie within
+# STEADY_SPREAD of each other.
+MAX_EXTRA_WARMUP = 12
+STEADY_WINDOW = 3
+STEADY_SPREAD = 0.10
+
+
+def steady(times: list[float]) -> bool:
+    """The last STEADY_WINDOW step times differ by at most STEADY_SPREAD of the fastest."""
+    if len(times) < STEADY_WINDOW:
+        return False
+    window = times[-STEADY_WINDOW:]
+    return max(window) <= (1.0 + STEADY_SPREAD) * min(window)
+
+
+def _extends_warmup(spec: RunSpec) -> bool:
+    """Only a run of one rank decides alone when its warm-up ends: ranks of a larger run take
+    part in each other's steps (and servers count them), so they keep the fixed count."""
+    return (spec.ipex or spec.compile) and spec.world_size == 1
+
+
 def _end_step(trainer: Trainer) -> None:
     if trainer.meter is not None:
         trainer.meter.end_step()
@@ -91,11 +113,19 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
                                                        generator)
     inputs, targets = trainer.to_device(inputs, targets)
     backend, device = trainer.backend, trainer.device
-    for index in range(spec.warmup):
+    warmup = spec.warmup
+    index = 0
+    while index < warmup:
+        started = time.perf_counter()
         trainer.step(inputs, targets)
         _end_step(trainer)
-        progress("warmup", index + 1, spec.warmup)
-    backend.synchronize(device)
+        backend.synchronize(device)
+        result.warmup_times.append(time.perf_counter() - started)
+        index += 1
+        if index == warmup and _extends_warmup(spec) \
+                and not steady(result.warmup_times) and warmup < spec.warmup + MAX_EXTRA_WARMUP:
+            warmup += 1
+        progress("warmup", index, warmup)
     _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     meter = backend.energy_meter(device)

@@ -15,6 +15,8 @@ class RankResult:
     device_name: str
     settings: dict[str, Any]
     step_times: list[float] = field(default_factory=list)
+    # Seconds of each warm-up step (the first holds compilation and IPEX's first rewrite)
+    warmup_times: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     peak_memory: int | None = None
     energy_joules: float | None = None

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
 from harness.rank.result import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
@@ -46,7 +47,7 @@ class Trainer:
         self.strategy.straggler_factor = self.straggler_factor
 
     def _recipe(self) -> Recipe:
-        from backends.ipex import ipex_availability, ipex_optimize
+        from backends.ipex import ipex_availability, ipex_optimize, ipex_version
 
         spec, workload = self.spec, self.workload
         optimizer_class, optimizer_kwargs = workload.optimizer_spec(spec.size)
@@ -60,8 +61,13 @@ class Trainer:
 
         ipex = None
         self.settings["ipex"] = False
-        if spec.backend == "cpu" and ipex_availability().available:
-            self.settings["ipex"] = True
+        if spec.ipex:
+            # The runner skips a run that asks for IPEX where it is absent; a rank started
+            # elsewhere (another node) still checks before the import that could exit it.
+            available = ipex_availability()
+            if not available.available:
+                raise SkipRun(f"--ipex on: {available.reason}")
+            self.settings["ipex"] = ipex_version()
 
             def ipex(model: nn.Module, optimizer: Any) -> tuple[nn.Module, Any]:
                 return ipex_optimize(model, optimizer, spec.precision)

@@ -131,6 +131,7 @@ def software_info(include_mpi: bool = True) -> dict[str, Any]:
         "mpi": mpi_version() if include_mpi else None,
         "numpy": _package_version("numpy"),
         "mlperf_logging": _package_version("mlperf-logging"),
+        "ipex": _package_version("intel-extension-for-pytorch"),
     }
 
 

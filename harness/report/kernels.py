@@ -82,8 +82,9 @@ def roofs_table(views: list[RecordView]) -> Table:
     return Table("Roofs", columns, [[*key, str(count)] for key, count in sorted(rows.items())],
                  [False] * 3 + [True, True, False, True, True],
                  intro="Measured in the same invocation as the kernels: the compute roof is the "
-                       "best GEMM median (torch.mm and oneDNN over square sizes grown within a time "
-                       "budget, as dtbench peak measures it), the bandwidth roof the better of STREAM copy and "
+                       "best GEMM median (torch.mm and oneDNN over square sizes grown within a "
+                       "time budget, as dtbench peak measures it), the bandwidth roof the better "
+                       "of STREAM copy and "
                        "triad. Kernels left of the ridge point are bandwidth-bound.")
 
 

@@ -222,7 +222,7 @@ def convergence_plot(views: list[RecordView]) -> Plot:
                     "plot is omitted.")
     figure = _figure(7.5, 3.2 * len(curves))
     for axes, (workload, having) in zip(figure.subplots(len(curves), 1, squeeze=False)[:, 0],
-                                        sorted(curves.items())):
+                                        sorted(curves.items()), strict=True):
         for view in sorted(having, key=lambda v: (v.strategy, v.run_id)):
             quality = view.metrics["quality"].raw
             metric = quality.get("metric", "accuracy")

@@ -15,7 +15,6 @@ from harness.core.files import write_atomic
 from harness.strategies.paramserver import tolerates_loss
 
 
-
 class LossBook:
     """The workers a tolerant run lost, as the supervisor saw them go."""
 

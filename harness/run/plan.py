@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec, performance_env
+from harness.core.spec import COMPILE_MODES, IPEX_MODES, RunSpec, performance_env
 from harness.run.suites import Suite
 from harness.run.validate import validate
 from harness.strategies import STRATEGIES
@@ -64,7 +64,9 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         threads=threads,
         channels_last=(workload.image_model if options.get("channels_last") is None
                        else bool(options["channels_last"]) and workload.image_model),
-        compile=bool(options.get("compile")),
+        compile=compile_mode(options.get("compile")) == "on",
+        compile_mode=compile_mode(options.get("compile")),
+        ipex=use_ipex(options.get("ipex"), backend, strategy.uses_ipex),
         data=options.get("data"),
         strategy=strategy.name,
         strategy_options=strategy.parse_options(strategy_options(options, strategy.name)),
@@ -77,6 +79,31 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     if replicas != spec.world_size:
         spec = spec.replace(replicas=replicas)
     return validate(spec)
+
+
+def compile_mode(value: Any) -> str:
+    """--compile MODE (or a suite's true/false) as one of COMPILE_MODES; absent: default."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value not in COMPILE_MODES:
+        raise UsageError(f"--compile {value!r}: choose from {', '.join(COMPILE_MODES)}")
+    return str(value)
+
+
+def use_ipex(value: Any, backend: str, strategy_uses_ipex: bool) -> bool:
+    """--ipex auto|on|off: auto uses IPEX on the cpu backend where it is installed for this
+    torch and the strategy applies it; on asks for it (the runner skips the run with the
+    reason where it cannot)."""
+    mode = value or "auto"
+    if mode not in IPEX_MODES:
+        raise UsageError(f"--ipex {value!r}: choose from {', '.join(IPEX_MODES)}")
+    if mode == "auto":
+        from backends.ipex import ipex_availability
+
+        return backend == "cpu" and strategy_uses_ipex and ipex_availability().available
+    return mode == "on"
 
 
 def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from harness.rank.result import RankResult
 from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
+from harness.run.autocompile import CompileChoice, settle_compile
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
 from workloads.flops import count_flops_per_sample
@@ -37,7 +38,16 @@ def unavailable_reason(spec: RunSpec) -> str | None:
         return one_line(str(exc)) or f"{spec.workload} does not support this combination"
     from harness.strategies import STRATEGIES
 
-    return STRATEGIES.get(spec.strategy).unsupported(spec)
+    strategy = STRATEGIES.get(spec.strategy)
+    if spec.ipex:
+        from backends.ipex import ipex_availability
+
+        available = ipex_availability()
+        if not available.available:
+            return f"--ipex on: {available.reason}"
+        if not strategy.uses_ipex:
+            return f"--ipex on: the {spec.strategy} strategy does not apply IPEX (ddp does)"
+    return strategy.unsupported(spec)
 
 
 def check_replicas(ranks: list[RankResult]) -> None:
@@ -92,10 +102,15 @@ class Runner:
                                  baseline=self.store.find_baseline(spec)
                                  if spec.world_size > 1 else None)
         reason = unavailable_reason(spec)
+        compile_choice: CompileChoice | None = None
         if reason is not None:
             status, error = "skipped", reason
         else:
             try:
+                if spec.compile_mode in ("auto", "default"):
+                    self.progress.update("compile: eager or compiled", 0, 1)
+                    spec, compile_choice = settle_compile(spec)
+                    context.spec = spec
                 results = self._execute(spec, run_id, context)
                 if results is None:
                     self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
@@ -124,6 +139,8 @@ class Runner:
             absent = energy_absent_reason(context)
             if absent:
                 notes["energy_unavailable"] = absent
+        if compile_choice is not None:
+            notes["compile"] = compile_choice.as_dict()
         if traceback_tail:
             notes["traceback_tail"] = traceback_tail
         record = build_record(

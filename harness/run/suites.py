@@ -19,7 +19,8 @@ RUN_KEYS = {
     "workload": str, "size": str, "backend": str, "comm": str, "launcher": str,
     "precision": str, "nproc": int, "nnodes": int, "batch_size": int, "steps": int,
     "warmup": int, "mode": str, "repeat": int, "threads": int, "channels_last": bool,
-    "compile": bool, "data": str, "seed": int, "bucket_mb": int, "compression": str, "peak": str,
+    "compile": (bool, str), "ipex": str, "data": str, "seed": int, "bucket_mb": int,
+    "compression": str, "peak": str,
     "strategy": str, "strategy_options": dict, "straggler": str,
 }
 TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
@@ -51,8 +52,9 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
         if expected is int and (isinstance(item, bool) or not isinstance(item, int)):
             raise UsageError(f"{source}: {where}.{key} must be an integer, got {item!r}")
         if expected is not int and not isinstance(item, expected):
-            raise UsageError(f"{source}: {where}.{key} must be a {expected.__name__}, "
-                             f"got {item!r}")
+            names = " or ".join(t.__name__ for t in
+                                (expected if isinstance(expected, tuple) else (expected,)))
+            raise UsageError(f"{source}: {where}.{key} must be a {names}, got {item!r}")
         minimum = 0 if key in ("warmup", "threads", "seed") else 1
         if expected is int and item < minimum:
             raise UsageError(f"{source}: {where}.{key} must be "

@@ -365,7 +365,8 @@ class Supervisor:
             if time.monotonic() - self.started > timeout:
                 return f"no rank started within {timeout:.0f} s"
             return None
-        waiting = [s for s in states.values() if s.status is None and s.rank not in self.losses.lost]
+        waiting = [s for s in states.values()
+                   if s.status is None and s.rank not in self.losses.lost]
         if not waiting:
             return None
         stalest = min(waiting, key=lambda s: (s.beat, s.done))

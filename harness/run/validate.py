@@ -8,6 +8,7 @@ from __future__ import annotations
 from harness.core.errors import UsageError
 from harness.core.spec import (
     COMM_CHOICES,
+    COMPILE_MODES,
     LAUNCHER_CHOICES,
     MODES,
     PEAK_SOURCES,
@@ -47,6 +48,9 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("comm backend", spec.comm, COMM_CHOICES)
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
     _check_choice("peak source", spec.peak, PEAK_SOURCES)
+    _check_choice("compile mode", spec.compile_mode, COMPILE_MODES)
+    if spec.ipex and spec.backend != "cpu":
+        raise UsageError(f"--ipex on is a plug-in of the cpu backend, not of {spec.backend}")
     for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)

@@ -138,6 +138,8 @@ class Strategy(ABC):
     # Communication backends it can run on (with several ranks).
     comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
     launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
+    # Whether set-up applies Recipe.ipex (ipex.optimize of the model and its optimizer).
+    uses_ipex: ClassVar[bool] = False
 
     # ---------------------------------------------------------------- planning side
     @classmethod

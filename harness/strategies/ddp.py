@@ -26,6 +26,7 @@ class DDP(Strategy):
     summary = "DistributedDataParallel: bucketed gradient allreduce overlapped with backward"
     family = "data parallel, synchronous"
     engine = "torch.nn.parallel.DistributedDataParallel (+ DDP communication hooks)"
+    uses_ipex = True
     options: ClassVar[tuple[Option, ...]] = (
         Option("bucket_mb", int, 25, "gradient bucket size in MiB", minimum=1,
                aliases=("bucket_cap_mb",)),
@@ -51,6 +52,11 @@ class DDP(Strategy):
         model = recipe.build_model()
         if self.spec.distributed:
             broadcast_from_first(model)
+        optimizer = recipe.build_optimizer(model.parameters())
+        if recipe.ipex is not None:
+            # IPEX rewrites the model and its optimizer before DDP wraps the model.
+            model, optimizer = recipe.ipex(model, optimizer)
+        if self.spec.distributed:
             device = self.place.device
             ddp = nn.parallel.DistributedDataParallel(
                 model, device_ids=[device.index] if device.type == "cuda" else None,
@@ -58,9 +64,6 @@ class DDP(Strategy):
                 gradient_as_bucket_view=True, init_sync=False)
             register_compression(ddp, self.option_value(self.spec, "compression"))
             model = ddp
-        optimizer = recipe.build_optimizer(model.parameters())
-        if recipe.ipex is not None:
-            model, optimizer = recipe.ipex(model, optimizer)
         self.model, self.optimizer = model, optimizer
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

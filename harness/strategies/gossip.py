@@ -48,7 +48,8 @@ class Gossip(Strategy):
         received = [torch.empty_like(flat) for _ in self.peers]
         with self.meter.kind("parameter") if self.meter is not None else _nothing():
             works = [dist.isend(flat, peer) for peer in self.peers]
-            works += [dist.irecv(buffer, peer) for buffer, peer in zip(received, self.peers)]
+            works += [dist.irecv(buffer, peer)
+                      for buffer, peer in zip(received, self.peers, strict=True)]
             for work in works:
                 work.wait()
         mixed = (flat + sum(received)) / (1 + len(self.peers))

@@ -174,7 +174,7 @@ class CountingProcessGroup(dist.ProcessGroup):
         if hasattr(self._inner, "reduce_scatter_tensor_coalesced"):
             return self._call(("reduce_scatter_tensor_coalesced",), outputs, inputs, opts)
         return _AllWork([self._call(("_reduce_scatter_base", "reduce_scatter_single"), out, inp,
-                                    opts) for out, inp in zip(outputs, inputs)])
+                                    opts) for out, inp in zip(outputs, inputs, strict=True)])
 
     # -- moves --------------------------------------------------------------------------------
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> dist.Work:
@@ -200,7 +200,7 @@ class CountingProcessGroup(dist.ProcessGroup):
         if hasattr(self._inner, "allgather_into_tensor_coalesced"):
             return self._call(("allgather_into_tensor_coalesced",), outputs, inputs, opts)
         return _AllWork([self._call(("_allgather_base", "all_gather_single"), out, inp)
-                         for out, inp in zip(outputs, inputs)])
+                         for out, inp in zip(outputs, inputs, strict=True)])
 
     def alltoall_base(self, output: torch.Tensor, input: torch.Tensor, output_splits: list[int],
                       input_splits: list[int], opts: Any = None) -> dist.Work:

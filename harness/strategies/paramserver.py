@@ -236,7 +236,7 @@ class Server:
     def _apply(self, gradient: torch.Tensor, versions_seen: list[int],
                sources: list[int]) -> None:
         self.stats.staleness.extend(self.version - v for v in versions_seen)
-        for source, seen in zip(sources, versions_seen):
+        for source, seen in zip(sources, versions_seen, strict=True):
             self.stats.by_worker.setdefault(source, []).append(self.version - seen)
         self.param.grad = gradient
         self.optimizer.step()
@@ -309,7 +309,7 @@ class Client:
             self._request(server, FETCH, least)
         reply = torch.empty(HEADER_WORDS, dtype=torch.int64)
         versions = []
-        for server, (lo, hi) in zip(self.servers, self.bounds):
+        for server, (lo, hi) in zip(self.servers, self.bounds, strict=True):
             dist.recv(reply, src=server, tag=TAG_REPLY, group=self.group)
             versions.append(int(reply[0]))
             shard = torch.empty(hi - lo, dtype=flat.dtype)
@@ -319,7 +319,7 @@ class Client:
         return self.version
 
     def push(self, flat_gradient: torch.Tensor) -> None:
-        for server, (lo, hi) in zip(self.servers, self.bounds):
+        for server, (lo, hi) in zip(self.servers, self.bounds, strict=True):
             self._request(server, PUSH)
             with _kind(self.meter, "gradient"):
                 dist.send(flat_gradient[lo:hi].contiguous(), dst=server, tag=TAG_GRADIENT,

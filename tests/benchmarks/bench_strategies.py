@@ -1,7 +1,7 @@
 """Strategies side by side: per-rank state bytes and peak memory, bytes per step by kind, and
 throughput, each as a ratio to ddp, from runs interleaved round by round in one invocation.
 
-    python tests/benchmarks/bench_strategies.py                       # lstm, resnet50; ddp, zero1, fsdp
+    python tests/benchmarks/bench_strategies.py          # lstm, resnet50; ddp, zero1, fsdp
     python tests/benchmarks/bench_strategies.py -w alexnet -w lstm \\
         -s ddp -s fsdp -s pipeline -s tensor -s dp-tp --rounds 3
 
@@ -83,7 +83,7 @@ def main() -> None:
                    for k in KINDS}}
         base = rows.get("ddp")
         for strategy, row in rows.items():
-            def ratio(key: str, row: dict = row) -> str:
+            def ratio(key: str, row: dict = row, base: dict | None = base) -> str:
                 return f"{row[key] / base[key]:6.2f}" if base and base[key] else "     -"
             print(f"{strategy:<10} {row['throughput']:10.1f} {ratio('throughput')} "
                   f"{mib(row['state']):>15} {ratio('state')} {mib(row['peak']):>18} "

@@ -393,7 +393,8 @@ GOOD_RUN_VALUES = {
 
 
 def run_value(key: str) -> st.SearchStrategy[Any]:
-    good = GOOD_RUN_VALUES[RUN_KEYS[key]]
+    kinds = RUN_KEYS[key] if isinstance(RUN_KEYS[key], tuple) else (RUN_KEYS[key],)
+    good = st.one_of([GOOD_RUN_VALUES[kind] for kind in kinds])
     return good | st.lists(good, min_size=1, max_size=3)
 
 
@@ -421,7 +422,8 @@ def valid_suites(draw: st.DrawFn) -> dict[str, Any]:
         kind = RUN_KEYS[key]
         if kind is int:
             return st.integers(0 if key in ("warmup", "threads", "seed") else 1, 64)
-        return GOOD_RUN_VALUES[kind]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        return st.one_of([GOOD_RUN_VALUES[k] for k in kinds])
 
     runs = [{"workload": draw(st.sampled_from(["hep_cnn", "lstm"])), **table(0)}
             for _ in range(draw(st.integers(1, 3)))]

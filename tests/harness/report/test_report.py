@@ -18,8 +18,8 @@ from report_records import (
     failed,
     hostile,
     standard_set,
-    training,
     time_to_train,
+    training,
     write_store,
 )
 

@@ -1,0 +1,90 @@
+"""--compile off|on|auto|default: how the runner settles it, what is cached, what the record
+says. The probe's timings are replaced by fixed numbers here (a decision rule is tested, not
+the machine)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.commands.cli import build_parser
+from harness.core.errors import UsageError
+from harness.rank.loops import STEADY_SPREAD, steady
+from harness.rank.result import RankResult
+from harness.run import autocompile
+from harness.run.autocompile import MARGIN, cached_choice, settle_compile, store_choice
+from harness.run.plan import compile_mode, plan_runs
+
+
+def _spec(**options: object):
+    cli = {"workload": ["hep_cnn"], "size": ["tiny"], "steps": 2, "warmup": 1, "threads": 1,
+           **options}
+    return plan_runs(None, cli)[0][0]
+
+
+def test_compile_modes_from_the_command_line_and_suites() -> None:
+    parser = build_parser()
+    assert parser.parse_args(["run", "--compile"]).compile == "on"
+    assert parser.parse_args(["run", "--compile", "auto"]).compile == "auto"
+    assert parser.parse_args(["run"]).compile is None
+    assert [compile_mode(v) for v in (None, True, False, "auto", "off")] == \
+        ["default", "on", "off", "auto", "off"]
+    with pytest.raises(UsageError, match="choose from"):
+        compile_mode("sometimes")
+
+
+def test_requested_modes_are_kept_as_asked(cache_dir: Path) -> None:
+    spec = _spec(compile="on")
+    settled, choice = settle_compile(spec)
+    assert settled.compile is True and choice.source == "requested"
+    settled, choice = settle_compile(_spec(compile="off"))
+    assert settled.compile is False and choice.source == "requested"
+
+
+def test_default_is_eager_until_a_decision_is_cached(cache_dir: Path) -> None:
+    spec = _spec()
+    assert spec.compile_mode == "default"
+    settled, choice = settle_compile(spec)
+    assert settled.compile is False and choice.source == "no decision cached"
+    store_choice(spec, autocompile.CompileChoice("auto", True, "measured", 1.0, 0.5, 30.0))
+    settled, choice = settle_compile(spec)
+    assert settled.compile is True and choice.source == "cached"
+    assert choice.compile_s == 30.0
+    # Another configuration (here the precision) has no decision of its own yet.
+    assert cached_choice(_spec(precision=["bf16"])) is None
+
+
+def _fake_probe(eager: float, compiled: float):
+    def run(spec, *args, **kwargs) -> RankResult:
+        step = compiled if spec.compile else eager
+        return RankResult(rank=0, world_size=1, device_name="cpu", settings={},
+                          step_times=[step] * 4, warmup_times=[step * 10, step, step])
+    return run
+
+
+@pytest.mark.parametrize("eager, compiled, chosen", [
+    (1.0, 0.5, True), (1.0, MARGIN * 1.0, True), (1.0, 0.99, False), (1.0, 2.0, False)])
+def test_auto_compiles_only_where_compiled_steps_are_faster_by_the_margin(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch, eager: float, compiled: float,
+        chosen: bool) -> None:
+    import harness.rank.loops
+
+    monkeypatch.setattr(harness.rank.loops, "run_throughput", _fake_probe(eager, compiled))
+    spec = _spec(compile="auto")
+    settled, choice = settle_compile(spec)
+    assert settled.compile is chosen and choice.source == "measured"
+    assert choice.eager_step_s == eager and choice.compiled_step_s == compiled
+    assert choice.compile_s == pytest.approx(9 * compiled)  # first step less a steady one
+    # The choice is cached: the default of the same configuration now follows it.
+    assert settle_compile(_spec())[0].compile is chosen
+
+
+def test_compile_mode_is_not_part_of_the_key() -> None:
+    assert _spec(compile="default").key() == _spec(compile="off").key()
+    assert _spec(compile="on").key() != _spec(compile="off").key()
+
+
+def test_steady_warmup_rule() -> None:
+    assert not steady([1.0, 1.0])
+    assert steady([5.0, 1.0, 1.0, 1.0 + STEADY_SPREAD])
+    assert not steady([1.0, 1.0, 1.0 + 2 * STEADY_SPREAD])
