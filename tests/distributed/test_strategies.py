@@ -189,9 +189,10 @@ def records(out: Path) -> list[dict]:
 # (MPI ranks need MPI's launcher: mpi with the local launcher is a single rank.)
 PLACEMENTS = [("gloo", "local", 2), ("gloo", "local", 1), ("mpi", "local", 1),
               ("gloo", "torchrun", 2), ("mpi", "mpirun", 2)]
-# The default run: every strategy with all four workloads on gloo/local at 2 ranks, and with
-# one workload (in turn) on the placements below, so that every placement meets two
-# strategies and every strategy two or three placements; `--matrix` runs all the rest.
+# The default run: every strategy with two workloads on gloo/local at 2 ranks, and with one of
+# the other two (in turn) on the placements below, so that every strategy trains every
+# workload, every placement meets two strategies and every strategy two or three
+# placements; `--matrix` runs all the rest.
 DEFAULT = {
     "ddp": [("gloo", "local", 1), ("mpi", "mpirun", 2)],
     "zero1": [("mpi", "local", 1), ("gloo", "torchrun", 2)],
@@ -200,15 +201,34 @@ DEFAULT = {
 }
 
 
+def _default_workloads(strategy: str, placement: tuple[str, str, int]) -> tuple[str, ...]:
+    """gloo/local at 2 ranks takes two workloads of the strategy, its other placements the
+    other two in turn, so that the default run still trains every workload with every
+    strategy."""
+    first = 2 * STRATEGIES.index(strategy) % 4
+    pair = (WORKLOADS[first], WORKLOADS[first + 1])
+    if placement == ("gloo", "local", 2):
+        return pair
+    others = [w for w in WORKLOADS if w not in pair]
+    return (others[DEFAULT[strategy].index(placement) % 2],)
+
+
 def _cases() -> list[object]:
     cases = []
     for strategy in STRATEGIES:
-        for index, (comm, launcher, nproc) in enumerate(PLACEMENTS):
+        for comm, launcher, nproc in PLACEMENTS:
             marks = [requires_mpi] if comm == "mpi" else []
-            if (comm, launcher, nproc) == ("gloo", "local", 2):
-                workloads = WORKLOADS
-            elif (comm, launcher, nproc) in DEFAULT[strategy]:
-                workloads = (WORKLOADS[(STRATEGIES.index(strategy) + index) % 4],)
+            placement = (comm, launcher, nproc)
+            if placement == ("gloo", "local", 2):
+                # the other two workloads at this placement belong to the full matrix
+                pair = _default_workloads(strategy, placement)
+                cases.append(pytest.param(
+                    strategy, comm, launcher, nproc,
+                    tuple(w for w in WORKLOADS if w not in pair),
+                    marks=[pytest.mark.matrix], id=f"{strategy}-{comm}-{launcher}-{nproc}-rest"))
+                workloads = pair
+            elif placement in DEFAULT[strategy]:
+                workloads = _default_workloads(strategy, placement)
             else:
                 workloads = WORKLOADS
                 marks.append(pytest.mark.matrix)
