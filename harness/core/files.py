@@ -11,6 +11,14 @@ from harness.core.errors import UsageError
 TMP_PREFIX = ".tmp-"
 
 
+def cache_dir() -> Path:
+    """Where dtbench keeps what it measured about this machine (peaks, compile choices,
+    memory estimates): DTBENCH_CACHE_DIR, else $XDG_CACHE_HOME/dtbench or ~/.cache/dtbench."""
+    root = os.environ.get("DTBENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dtbench")
+    return Path(root)
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

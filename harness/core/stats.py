@@ -27,8 +27,22 @@ def median_ci(sorted_samples: Sequence[float], confidence: float = 0.95) -> tupl
     return (float(sorted_samples[k - 1]), float(sorted_samples[n - k]))
 
 
+# Up to this many samples the binomial CDF is summed exactly in one pass (no scipy import,
+# which costs about a second of every short run); beyond it scipy's ppf takes O(log n).
+EXACT_MAX_N = 1000
+
+
 def _order_statistic(n: int, tail: float) -> int:
     """The largest k in 0..n with P(Binomial(n, 1/2) <= k - 1) <= tail."""
+    if n <= EXACT_MAX_N:
+        total, term, cumulative, k = 2**n, 1, 0, 0
+        while k < n:
+            cumulative += term  # 2^n * P(X <= k)
+            if cumulative / total > tail:
+                break
+            term = term * (n - k) // (k + 1)
+            k += 1
+        return k
     from scipy.stats import binom
 
     # binom.ppf gives the smallest j with cdf(j) >= tail; step back over float ties.

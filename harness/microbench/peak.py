@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -20,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness.core.files import write_atomic
+from harness.core.files import cache_dir, write_atomic
 from harness.microbench.timing import time_calls
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -44,12 +43,6 @@ class PeakResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("DTBENCH_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "dtbench")
-    return Path(root)
 
 
 def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:

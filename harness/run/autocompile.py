@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness.core.files import write_atomic
+from harness.core.files import cache_dir, write_atomic
 from harness.core.spec import RunSpec
 from harness.records.record import utc_now
 
@@ -46,8 +46,6 @@ class CompileChoice:
 
 
 def _cache_file() -> Path:
-    from harness.microbench.peak import cache_dir
-
     return cache_dir() / "compile.json"
 
 
