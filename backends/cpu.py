@@ -172,5 +172,6 @@ class CPUBackend(ComputeBackend):
             "onednn_isa": onednn_isa(),
             "isa": {flag: flag in flags for flag in ISA_FLAGS},
             "mkldnn_enabled": torch.backends.mkldnn.is_available(),
-            "ipex": {"version": ipex_version(), "available": ipex.available, "reason": ipex.reason},
+            "ipex": {"version": ipex_version(), "available": ipex.available, "reason": ipex.reason,
+                     "bf16": ipex_availability(precision="bf16", flags=flags).reason or "yes"},
         }

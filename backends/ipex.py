@@ -20,8 +20,27 @@ def _major_minor(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts if p.isdigit())
 
 
-def ipex_availability(torch_version: str | None = None) -> Availability:
-    """Available only when IPEX is installed and built for the installed torch's major.minor."""
+# IPEX prepacks bf16 weights only with these instructions; without them ipex.optimize(...,
+# dtype=torch.bfloat16) stops on an assertion (seen on AMD Zen 3, which has AVX2 only).
+BF16_PREPACK_ISA = (("avx512bw", "avx512vl", "avx512dq"), ("avx_ne_convert",))
+
+
+def bf16_unsupported(flags: frozenset[str] | None = None) -> str | None:
+    """Why IPEX cannot train in bf16 on this CPU, or None when it can."""
+    if flags is None:
+        from harness.core.hardware import cpu_flags
+
+        flags = cpu_flags()
+    if any(all(flag in flags for flag in group) for group in BF16_PREPACK_ISA):
+        return None
+    return ("IPEX's bf16 weight prepacking needs avx512bw+avx512vl+avx512dq or avx_ne_convert, "
+            "which this CPU lacks")
+
+
+def ipex_availability(torch_version: str | None = None, precision: str = "fp32",
+                      flags: frozenset[str] | None = None) -> Availability:
+    """Available only when IPEX is installed and built for the installed torch's major.minor
+    (and, for bf16, where the CPU has the instructions IPEX's bf16 path asserts)."""
     torch_version = torch_version or torch.__version__
     try:
         ipex_version = importlib.metadata.version(DISTRIBUTION)
@@ -33,6 +52,8 @@ def ipex_availability(torch_version: str | None = None) -> Availability:
             f"{'.'.join(map(str, _major_minor(ipex_version)))}.*, "
             f"installed torch is {torch_version}"
         )
+    if precision == "bf16" and (reason := bf16_unsupported(flags)) is not None:
+        return Availability.no(reason)
     return Availability.yes()
 
 

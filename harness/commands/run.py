@@ -84,9 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "cache the faster) or default (the cached choice where one exists, "
                         "else eager); a bare --compile is on")
     parser.add_argument("--ipex", choices=IPEX_MODES, default=None,
-                        help="Intel Extension for PyTorch on the cpu backend: auto (default: "
-                        "where it is installed for this torch), on (a skipped record says why "
-                        "where it cannot), off")
+                        help="Intel Extension for PyTorch on the cpu backend, chosen like "
+                        "--compile: on (a skipped record says why where it cannot be used), "
+                        "off, auto, or default (a cached measured win, else off)")
     parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
                      default=None)
     parser.add_argument("--peak", choices=PEAK_SOURCES,

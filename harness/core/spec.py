@@ -19,9 +19,9 @@ PEAK_SOURCES = ("in-run", "cached")
 # torch.compile: off, on, auto (measure eager against compiled now and cache the winner), or
 # default (the cached winner for this machine and configuration where one exists, else eager).
 COMPILE_MODES = ("off", "on", "auto", "default")
-# Intel Extension for PyTorch on the cpu backend: auto uses it where it is installed for this
-# torch; on requires it (a skipped record says why it is absent); off never uses it.
-IPEX_MODES = ("auto", "on", "off")
+# Intel Extension for PyTorch on the cpu backend, chosen the same way: on requires it (a
+# skipped record says why it cannot be used), auto measures it, default follows a cached win.
+IPEX_MODES = ("off", "on", "auto", "default")
 
 # Environment variables that change performance; their values are part of a run's identity.
 PERF_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "DNNL_", "ONEDNN_", "NCCL_", "GLOO_", "CUDA_",
@@ -41,7 +41,7 @@ KEY_DEFAULTS: dict[str, Any] = {"strategy": "ddp", "strategy_options": {}, "stra
 # Options of the ddp strategy that older records kept as spec fields (and in their keys).
 DDP_SPEC_OPTIONS = {"bucket_mb": 25, "compression": "none"}
 # Derived or descriptive fields that never make two runs different experiments.
-NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas", "compile_mode")
+NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas", "compile_mode", "ipex_mode")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,10 @@ class RunSpec:
     # whether the model is compiled; with compile_mode auto or default the runner settles it
     compile: bool = False
     compile_mode: str = "off"
+    # whether IPEX rewrites model and optimizer; with ipex_mode auto or default the runner
+    # settles it
     ipex: bool = False
+    ipex_mode: str = "off"
     data: str | None = None
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)

@@ -64,7 +64,7 @@ class Trainer:
         if spec.ipex:
             # The runner skips a run that asks for IPEX where it is absent; a rank started
             # elsewhere (another node) still checks before the import that could exit it.
-            available = ipex_availability()
+            available = ipex_availability(precision=spec.precision)
             if not available.available:
                 raise SkipRun(f"--ipex on: {available.reason}")
             self.settings["ipex"] = ipex_version()

@@ -66,7 +66,8 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
                        else bool(options["channels_last"]) and workload.image_model),
         compile=compile_mode(options.get("compile")) == "on",
         compile_mode=compile_mode(options.get("compile")),
-        ipex=use_ipex(options.get("ipex"), backend, strategy.uses_ipex),
+        ipex=ipex_mode(options.get("ipex")) == "on",
+        ipex_mode=ipex_mode(options.get("ipex")),
         data=options.get("data"),
         strategy=strategy.name,
         strategy_options=strategy.parse_options(strategy_options(options, strategy.name)),
@@ -92,18 +93,13 @@ def compile_mode(value: Any) -> str:
     return str(value)
 
 
-def use_ipex(value: Any, backend: str, strategy_uses_ipex: bool) -> bool:
-    """--ipex auto|on|off: auto uses IPEX on the cpu backend where it is installed for this
-    torch and the strategy applies it; on asks for it (the runner skips the run with the
-    reason where it cannot)."""
-    mode = value or "auto"
-    if mode not in IPEX_MODES:
+def ipex_mode(value: Any) -> str:
+    """--ipex MODE as one of IPEX_MODES; absent: default (a cached measured win, else off)."""
+    if value is None:
+        return "default"
+    if value not in IPEX_MODES:
         raise UsageError(f"--ipex {value!r}: choose from {', '.join(IPEX_MODES)}")
-    if mode == "auto":
-        from backends.ipex import ipex_availability
-
-        return backend == "cpu" and strategy_uses_ipex and ipex_availability().available
-    return mode == "on"
+    return str(value)
 
 
 def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from harness.rank.result import RankResult
 from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
-from harness.run.autocompile import CompileChoice, settle_compile
+from harness.run.autocompile import Choice, settle_all
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
 from workloads.flops import count_flops_per_sample
@@ -42,7 +42,7 @@ def unavailable_reason(spec: RunSpec) -> str | None:
     if spec.ipex:
         from backends.ipex import ipex_availability
 
-        available = ipex_availability()
+        available = ipex_availability(precision=spec.precision)
         if not available.available:
             return f"--ipex on: {available.reason}"
         if not strategy.uses_ipex:
@@ -102,14 +102,14 @@ class Runner:
                                  baseline=self.store.find_baseline(spec)
                                  if spec.world_size > 1 else None)
         reason = unavailable_reason(spec)
-        compile_choice: CompileChoice | None = None
+        choices: dict[str, Choice] = {}
         if reason is not None:
             status, error = "skipped", reason
         else:
             try:
-                if spec.compile_mode in ("auto", "default"):
-                    self.progress.update("compile: eager or compiled", 0, 1)
-                    spec, compile_choice = settle_compile(spec)
+                if {spec.compile_mode, spec.ipex_mode} & {"auto", "default"}:
+                    self.progress.update("settling IPEX and compile", 0, 1)
+                    spec, choices = settle_all(spec)
                     context.spec = spec
                 results = self._execute(spec, run_id, context)
                 if results is None:
@@ -139,8 +139,8 @@ class Runner:
             absent = energy_absent_reason(context)
             if absent:
                 notes["energy_unavailable"] = absent
-        if compile_choice is not None:
-            notes["compile"] = compile_choice.as_dict()
+        for switch, choice in choices.items():
+            notes[switch] = choice.as_dict()
         if traceback_tail:
             notes["traceback_tail"] = traceback_tail
         record = build_record(

@@ -9,6 +9,7 @@ from harness.core.errors import UsageError
 from harness.core.spec import (
     COMM_CHOICES,
     COMPILE_MODES,
+    IPEX_MODES,
     LAUNCHER_CHOICES,
     MODES,
     PEAK_SOURCES,
@@ -49,6 +50,7 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
     _check_choice("peak source", spec.peak, PEAK_SOURCES)
     _check_choice("compile mode", spec.compile_mode, COMPILE_MODES)
+    _check_choice("ipex mode", spec.ipex_mode, IPEX_MODES)
     if spec.ipex and spec.backend != "cpu":
         raise UsageError(f"--ipex on is a plug-in of the cpu backend, not of {spec.backend}")
     for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):

@@ -40,10 +40,14 @@ def test_a_mismatched_ipex_is_refused_by_its_metadata(monkeypatch: pytest.Monkey
     assert ipex_availability("2.8.0").available
 
 
-def test_auto_uses_ipex_only_where_it_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ipex_is_used_only_when_asked_or_measured_faster(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
     cli = {"workload": ["hep_cnn"], "size": ["tiny"]}
-    _fake_installed(monkeypatch, "1.0.0")  # built for another torch: auto leaves it alone
-    assert plan_runs(None, cli)[0][0].ipex is False
+    import torch
+
+    _fake_installed(monkeypatch, torch.__version__)
+    default = plan_runs(None, cli)[0][0]
+    assert default.ipex is False and default.ipex_mode == "default"
     assert plan_runs(None, {**cli, "ipex": "on"})[0][0].ipex is True
 
 
@@ -135,3 +139,19 @@ def test_core_paths_under_torch_2_8(ipex_python: Path, tmp_path: Path,
     assert record["software"]["torch"].startswith("2.8.")
     assert record["spec"]["ipex"] is False and record["spec"]["world_size"] == 2
     assert record["notes"]["settings"]["ipex"] is False
+
+
+def test_bf16_ipex_needs_the_instructions_its_prepacking_asserts(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an AVX2-only CPU (AMD Zen 3) ipex.optimize(dtype=bfloat16) stops on an assertion:
+    auto leaves IPEX off for bf16 there, and --ipex on is a skip naming the instructions."""
+    import torch
+
+    _fake_installed(monkeypatch, torch.__version__)
+    avx2 = frozenset({"avx2", "fma"})
+    avx512 = frozenset({"avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq"})
+    assert ipex_availability(precision="fp32", flags=avx2).available
+    verdict = ipex_availability(precision="bf16", flags=avx2)
+    assert not verdict.available and "avx512bw+avx512vl+avx512dq" in verdict.reason
+    assert ipex_availability(precision="bf16", flags=avx512).available
+    assert ipex_availability(precision="bf16", flags=frozenset({"avx_ne_convert"})).available

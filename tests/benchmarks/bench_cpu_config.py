@@ -13,9 +13,9 @@ figures and asserts nothing (a benchmark).
         --out results/cpu-config
 
 `dtbench` is what `dtbench run` trains with no options: channels_last, the tuned allocator,
-IPEX where installed for its torch, and torch.compile where `--compile auto` found it faster
-on this hardware (`--decide` measures that first, as `dtbench run --compile auto` would).
-`dtbench-ipex` is the same default in the ipex environment (there it picks IPEX).
+and IPEX and torch.compile where `--ipex auto` / `--compile auto` found them faster on this
+hardware (`--decide` measures that first, as `dtbench run --ipex auto --compile auto` would).
+`dtbench-ipex` is the same default in the ipex environment, where IPEX can be chosen.
 """
 from __future__ import annotations
 
@@ -67,19 +67,19 @@ def _dtbench_step(workload_name: str, size: str, precision: str, batch: int) -> 
     """dtbench's default configuration: the spec `dtbench run` plans with no options, its
     compile choice settled as the runner settles it, and the Trainer's step."""
     from harness.rank.trainer import Trainer
-    from harness.run.autocompile import settle_compile
+    from harness.run.autocompile import settle_all
     from harness.run.plan import plan_runs
 
     spec = plan_runs(None, {"workload": [workload_name], "size": [size],
                             "precision": [precision], "batch_size": batch})[0][0]
-    spec, choice = settle_compile(spec)
+    spec, choices = settle_all(spec)
     trainer = Trainer(spec, 0, 0, None)
 
     def step(inputs: Any, targets: Any) -> None:
         trainer.step(*trainer.to_device(inputs, targets))
 
-    return step, {"compile": choice.as_dict(), "ipex": spec.ipex, "threads": spec.threads,
-                  "channels_last": spec.channels_last}
+    return step, {**{name: c.as_dict() for name, c in choices.items()},
+                  "threads": spec.threads, "channels_last": spec.channels_last}
 
 
 def worker(config: str, workload_name: str, size: str, precision: str, batch: int) -> None:
@@ -92,11 +92,15 @@ def worker(config: str, workload_name: str, size: str, precision: str, batch: in
     torch.manual_seed(0)
     workload = get_workload(workload_name)
     info: dict[str, Any] = {"torch": torch.__version__}
-    if config.startswith("dtbench"):
-        step, settings = _dtbench_step(workload_name, size, precision, batch)
-        info.update(settings)
-    else:
-        step = _plain_step(workload, size, precision, config)
+    try:
+        if config.startswith("dtbench"):
+            step, settings = _dtbench_step(workload_name, size, precision, batch)
+            info.update(settings)
+        else:
+            step = _plain_step(workload, size, precision, config)
+    except Exception as exc:  # noqa: BLE001 - reported as this configuration's result
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return
     inputs, targets = workload.synthetic_batch(size, batch, "cpu",
                                                torch.Generator().manual_seed(0))
     warm: list[float] = []
@@ -141,8 +145,10 @@ class Worker:
 
     def ready(self) -> None:
         try:
-            self.info = self._reply()["ready"]
-        except (RuntimeError, ValueError, KeyError) as exc:
+            reply = self._reply()
+            self.info = reply["ready"] if "ready" in reply else {}
+            self.error = reply.get("error")
+        except (RuntimeError, ValueError) as exc:
             self.error = str(exc)
 
     def measure(self, steps: int) -> None:
@@ -196,13 +202,15 @@ def compare(args: argparse.Namespace, workload: str, precision: str) -> list[dic
     return rows
 
 
-def decide_compile(args: argparse.Namespace, workload: str, precision: str) -> None:
-    """`dtbench run --compile auto` for this configuration: measures and caches the choice
-    that the default then uses."""
-    subprocess.run([sys.executable, "-m", "harness", "run", "-w", workload, "--size", args.size,
-                    "--precision", precision, "--batch-size", str(args.batch.get(workload, 16)),
-                    "--compile", "auto", "--steps", "2", "--warmup", "1", "-q", "--out",
-                    str(args.scratch)], cwd=ROOT, check=False)
+def decide(args: argparse.Namespace, workload: str, precision: str) -> None:
+    """`dtbench run --ipex auto --compile auto` for this configuration, in each environment:
+    measures and caches the choices that the default then follows."""
+    for python in filter(None, (sys.executable, args.ipex_python)):
+        subprocess.run([python, "-m", "harness", "run", "-w", workload, "--size", args.size,
+                        "--precision", precision, "--batch-size",
+                        str(args.batch.get(workload, 16)), "--ipex", "auto", "--compile", "auto",
+                        "--steps", "2", "--warmup", "1", "-q", "--out", str(args.scratch)],
+                       cwd=ROOT, check=False)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -213,14 +221,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         if r.get("error"):
             lines.append(f"| {r['workload']} | {r['precision']} | {r['config']} | "
                          f"{r.get('torch', '-')} | - | - | - | - | - | failed: "
-                         f"{str(r['error'])[:80]} |")
+                         f"{str(r['error'])[:160]} |")
             continue
-        notes = []
-        if "compile" in r:
-            c = r["compile"]
-            notes.append(f"compile {'on' if c['compiled'] else 'off'} ({c['source']})")
-        if r.get("ipex"):
-            notes.append("IPEX")
+        notes = [f"{name} {'on' if r[name]['enabled'] else 'off'} ({r[name]['source']})"
+                 for name in ("ipex", "compile") if isinstance(r.get(name), dict)]
         if not r.get("steady", True):
             notes.append("not steady")
         lines.append(
@@ -267,7 +271,7 @@ def main() -> int:
     for workload in args.workload:
         for precision in args.precision:
             if args.decide:
-                decide_compile(args, workload, precision)
+                decide(args, workload, precision)
             rows.extend(compare(args, workload, precision))
             print(table([r for r in rows if (r["workload"], r["precision"]) ==
                          (workload, precision)]), flush=True)
@@ -279,7 +283,8 @@ def main() -> int:
         header = (f"# Best CPU configuration\n\nMachine: {machine.get('cpu_model')} (family "
                   f"{machine.get('cpu_family')}, model {machine.get('cpu_model_number')}), "
                   f"{os.cpu_count()} CPUs. `python tests/benchmarks/bench_cpu_config.py "
-                  f"--decide --rounds {args.rounds} --steps {args.steps}` ({args.size} "
+                  f"--ipex-python VENV/bin/python --decide --rounds {args.rounds} --steps "
+                  f"{args.steps}` ({args.size} "
                   "presets); each line's median step as a ratio to the fastest of its "
                   "workload and precision.\n\n")
         args.out.with_suffix(".md").write_text(header + table(rows) + "\n")

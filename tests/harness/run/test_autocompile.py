@@ -1,6 +1,6 @@
-"""--compile off|on|auto|default: how the runner settles it, what is cached, what the record
-says. The probe's timings are replaced by fixed numbers here (a decision rule is tested, not
-the machine)."""
+"""--compile (and --ipex) off|on|auto|default: how the runner settles them, what is cached,
+what the record says. The probe's timings are replaced by fixed numbers here (a decision rule
+is tested, not the machine)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -46,10 +46,10 @@ def test_default_is_eager_until_a_decision_is_cached(cache_dir: Path) -> None:
     assert spec.compile_mode == "default"
     settled, choice = settle_compile(spec)
     assert settled.compile is False and choice.source == "no decision cached"
-    store_choice(spec, autocompile.CompileChoice("auto", True, "measured", 1.0, 0.5, 30.0))
+    store_choice(spec, autocompile.Choice("auto", True, "measured", 1.0, 0.5, 30.0))
     settled, choice = settle_compile(spec)
     assert settled.compile is True and choice.source == "cached"
-    assert choice.compile_s == 30.0
+    assert choice.setup_s == 30.0
     # Another configuration (here the precision) has no decision of its own yet.
     assert cached_choice(_spec(precision=["bf16"])) is None
 
@@ -73,8 +73,8 @@ def test_auto_compiles_only_where_compiled_steps_are_faster_by_the_margin(
     spec = _spec(compile="auto")
     settled, choice = settle_compile(spec)
     assert settled.compile is chosen and choice.source == "measured"
-    assert choice.eager_step_s == eager and choice.compiled_step_s == compiled
-    assert choice.compile_s == pytest.approx(9 * compiled)  # first step less a steady one
+    assert choice.off_step_s == eager and choice.on_step_s == compiled
+    assert choice.setup_s == pytest.approx(9 * compiled)  # first step less a steady one
     # The choice is cached: the default of the same configuration now follows it.
     assert settle_compile(_spec())[0].compile is chosen
 
@@ -88,3 +88,40 @@ def test_steady_warmup_rule() -> None:
     assert not steady([1.0, 1.0])
     assert steady([5.0, 1.0, 1.0, 1.0 + STEADY_SPREAD])
     assert not steady([1.0, 1.0, 1.0 + 2 * STEADY_SPREAD])
+
+
+def test_ipex_auto_is_measured_like_compile(cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    """Where IPEX is installed for this torch, auto times it against stock oneDNN and keeps
+    it only where it wins; the default follows the cached result; compile is then settled
+    with IPEX as chosen."""
+    import backends.ipex
+    import harness.rank.loops
+    from backends.base import Availability
+    from harness.run.autocompile import settle_all
+
+    monkeypatch.setattr(backends.ipex, "ipex_availability",
+                        lambda *args, **kwargs: Availability.yes())
+
+    def probe(spec, *args, **kwargs) -> RankResult:
+        step = 0.5 if spec.ipex and not spec.compile else 1.0  # IPEX wins, compile does not
+        return RankResult(rank=0, world_size=1, device_name="cpu", settings={},
+                          step_times=[step] * 4, warmup_times=[step * 3, step])
+    monkeypatch.setattr(harness.rank.loops, "run_throughput", probe)
+    settled, choices = settle_all(_spec(ipex="auto", compile="auto"))
+    assert settled.ipex is True and choices["ipex"].source == "measured"
+    assert settled.compile is False and choices["compile"].source == "measured"
+    settled, choices = settle_all(_spec())
+    assert settled.ipex is True and choices["ipex"].source == "cached"
+    assert settled.key() == _spec(ipex="on").key() != _spec(ipex="off").key()
+
+
+def test_ipex_default_without_ipex_stays_off_and_says_why(cache_dir: Path) -> None:
+    from backends.ipex import ipex_availability
+    from harness.run.autocompile import settle_all
+
+    if ipex_availability().available:
+        pytest.skip("IPEX is installed for this torch here")
+    settled, choices = settle_all(_spec())
+    assert settled.ipex is False
+    assert "intel-extension-for-pytorch" in choices["ipex"].source
