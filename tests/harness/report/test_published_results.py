@@ -24,7 +24,9 @@ def published_records() -> list[Path]:
                                 text=True, check=True, timeout=60).stdout.split()
     except (OSError, subprocess.SubprocessError):
         return sorted(RESULTS.glob("*.json"))
-    return sorted(ROOT / name for name in listed if name.endswith(".json"))
+    # results/*.json only: folders below hold benchmark outputs (cpu-config/), not records
+    return sorted(ROOT / name for name in listed
+                  if name.endswith(".json") and name.count("/") == 1)
 
 
 def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
