@@ -136,6 +136,9 @@ ELSEWHERE = {"ps-sync": ("torchrun", "mpirun"), "ps-async": ("torchrun", "mpirun
 # The default run: each strategy on gloo/local with one workload (in turn), and two of them
 # under torchrun and mpirun; `--matrix` runs every workload and launcher.
 DEFAULT = {("ps-async", "torchrun"), ("hybrid", "mpirun")}
+# ps-sync and ssp run through `dtbench run` in the equivalence tests below (one-worker ps-sync,
+# ssp s=0 = ps-sync, servers last): their matrix runs are in --matrix only.
+EQUIVALENCE_ONLY = ("ps-sync", "ssp")
 
 
 def _cases() -> list[object]:
@@ -143,7 +146,8 @@ def _cases() -> list[object]:
     for index, strategy in enumerate(ASYNC):
         for launcher in ("local", *ELSEWHERE[strategy]):
             for offset, workload in enumerate(WORKLOADS):
-                chosen = (launcher == "local" and offset == index % 4) or (
+                chosen = (launcher == "local" and offset == index % 4
+                          and strategy not in EQUIVALENCE_ONLY) or (
                     (strategy, launcher) in DEFAULT and offset == (index + 1) % 4)
                 marks = [] if chosen else [pytest.mark.matrix]
                 if launcher == "mpirun":

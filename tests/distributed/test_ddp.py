@@ -73,7 +73,8 @@ def test_weak_scaling_names_its_one_rank_baseline(tmp_path: Path) -> None:
 LAUNCHERS = ["local", "torchrun", pytest.param("mpirun", marks=requires_mpi)]
 
 
-@pytest.mark.parametrize("launcher", LAUNCHERS)
+@pytest.mark.parametrize("launcher", ["local", pytest.param("torchrun", marks=pytest.mark.matrix),
+                                      pytest.param("mpirun", marks=requires_mpi)])
 def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: str) -> None:
     out = tmp_path / "store"
     result = dtbench("run", "-w", "hep_cnn", "-n", "2", "--comm", "gloo", "--launcher",

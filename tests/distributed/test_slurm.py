@@ -181,7 +181,8 @@ def test_two_ranks_through_salloc_and_srun(tmp_path: Path, cluster: OneNodeClust
 
 
 @pytest.mark.parametrize(("fault", "named"), [("kill:1:2", "rank 1 killed by SIGKILL"),
-                                              ("oom:1:2", "rank 1: out of memory")])
+                                              pytest.param("oom:1:2", "rank 1: out of memory",
+                                                           marks=pytest.mark.matrix)])
 def test_the_failed_rank_is_named_under_srun(tmp_path: Path, cluster: OneNodeCluster,
                                              peak_cache: Path, fault: str, named: str) -> None:
     """srun's own report ("srun: error: node: task 1: Killed") names a killed rank; a rank's
