@@ -89,6 +89,7 @@ def test_sigkilled_rank_fails_the_run_without_orphans(tmp_path: Path, launcher: 
     assert leftover([record["run_id"]]) == []
 
 
+@pytest.mark.matrix  # a killed rank's failed record is checked above; the suite going on: --matrix
 def test_a_suite_goes_on_after_a_run_whose_rank_was_killed(tmp_path: Path) -> None:
     suite = tmp_path / "two.toml"
     # The fault fires at measured step 4: the 8-step run reaches it, the 3-step run does not.
