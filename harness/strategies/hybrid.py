@@ -13,7 +13,7 @@ import torch.distributed as dist
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, backward, clip_gradients
+from harness.strategies.base import STRATEGIES, Option, clip_gradients
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.strategies.ps import SERVERS, ParameterServerStrategy
 
@@ -107,16 +107,9 @@ class Hybrid(ParameterServerStrategy):
             with self._kind("parameter"):
                 dist.broadcast(self._flat, src=self.leader, group=self.group)
             self._set_parameters()
-        for parameter in model.parameters():
-            parameter.grad = None
-        with clock.phase("forward"), recipe.autocast():
-            loss = recipe.loss(model(inputs), targets)
-        with clock.phase("backward"):
-            backward(loss, recipe.scaler)
-        self.straggle()
+        # clipped after the group's allreduce, on the group's mean gradient
+        loss, gradient = self.local_gradient(inputs, targets, clip=False)
         parameters = list(model.parameters())
-        gradient = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
-                              .reshape(-1) for p in parameters])
         with clock.phase("exchange"):
             with self._kind("gradient"):
                 dist.all_reduce(gradient, group=self.group)

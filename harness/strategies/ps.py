@@ -119,8 +119,28 @@ class ParameterServerStrategy(Strategy):
     def data_shard(self) -> tuple[int, int]:
         return min(self.place.rank, self.workers(self.spec) - 1), self.workers(self.spec)
 
+    def local_gradient(self, inputs: torch.Tensor, targets: torch.Tensor,
+                       clip: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward on this worker's batch (clipped here when `clip`), the
+        straggler's delay, and the gradient as one flat vector (zeros where a parameter got
+        none)."""
+        recipe, clock, model = self.recipe, self.clock, self.model
+        assert model is not None
+        for parameter in model.parameters():
+            parameter.grad = None
+        with clock.phase("forward"), recipe.autocast():
+            loss = recipe.loss(model(inputs), targets)
+        with clock.phase("backward"):
+            backward(loss, recipe.scaler)
+            if clip:
+                clip_gradients(model, recipe.grad_clip)
+        self.straggle()
+        gradient = parameters_to_vector(
+            p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters())
+        return loss, gradient
+
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        recipe, clock, model, spec = self.recipe, self.clock, self.model, self.spec
+        clock, model, spec = self.clock, self.model, self.spec
         assert model is not None and not self.serves
         step = self._steps
         if step % self.fetch_every(spec) == 0:
@@ -128,16 +148,7 @@ class ParameterServerStrategy(Strategy):
                 self.client.step = step
                 self.client.fetch(self._flat, least_version(step, self.bound(spec)))
                 vector_to_parameters(self._flat, model.parameters())
-        for parameter in model.parameters():
-            parameter.grad = None
-        with clock.phase("forward"), recipe.autocast():
-            loss = recipe.loss(model(inputs), targets)
-        with clock.phase("backward"):
-            backward(loss, recipe.scaler)
-            clip_gradients(model, recipe.grad_clip)
-        self.straggle()
-        gradient = parameters_to_vector(
-            p.grad if p.grad is not None else torch.zeros_like(p) for p in model.parameters())
+        loss, gradient = self.local_gradient(inputs, targets, clip=True)
         self._accumulated = gradient if self._accumulated is None \
             else self._accumulated + gradient
         self._steps = step + 1
