@@ -132,14 +132,15 @@ def measure_choice(spec: RunSpec, switch: str = "compile") -> Choice:
                   measured_at=utc_now().isoformat(timespec="seconds"))
 
 
-def _ipex_unusable(spec: RunSpec) -> str | None:
+def ipex_unusable(spec: RunSpec) -> str | None:
+    """Why IPEX cannot be used for this run, or None."""
     from backends.ipex import ipex_availability
     from harness.strategies import STRATEGIES
 
     if spec.backend != "cpu":
         return f"IPEX is a plug-in of the cpu backend, not of {spec.backend}"
     if not STRATEGIES.get(spec.strategy).uses_ipex:
-        return f"the {spec.strategy} strategy does not apply IPEX"
+        return f"the {spec.strategy} strategy does not apply IPEX (ddp does)"
     return ipex_availability(precision=spec.precision).reason or None
 
 
@@ -148,7 +149,7 @@ def settle(spec: RunSpec, switch: str) -> tuple[RunSpec, Choice]:
     mode = _mode(spec, switch)
     if mode in ("on", "off"):
         return spec, Choice(mode=mode, enabled=bool(getattr(spec, switch)), source="requested")
-    unusable = _ipex_unusable(spec) if switch == "ipex" else None
+    unusable = ipex_unusable(spec) if switch == "ipex" else None
     if unusable is not None:
         choice = Choice(mode=mode, enabled=False, source=unusable)
     else:

@@ -82,24 +82,24 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     return validate(spec)
 
 
-def compile_mode(value: Any) -> str:
-    """--compile MODE (or a suite's true/false) as one of COMPILE_MODES; absent: default."""
+def switch_mode(option: str, value: Any, modes: tuple[str, ...]) -> str:
+    """--compile / --ipex MODE (or a suite's true/false) as one of `modes`; absent: default
+    (a cached measured win, else off)."""
     if value is None:
         return "default"
     if isinstance(value, bool):
         return "on" if value else "off"
-    if value not in COMPILE_MODES:
-        raise UsageError(f"--compile {value!r}: choose from {', '.join(COMPILE_MODES)}")
+    if value not in modes:
+        raise UsageError(f"--{option} {value!r}: choose from {', '.join(modes)}")
     return str(value)
+
+
+def compile_mode(value: Any) -> str:
+    return switch_mode("compile", value, COMPILE_MODES)
 
 
 def ipex_mode(value: Any) -> str:
-    """--ipex MODE as one of IPEX_MODES; absent: default (a cached measured win, else off)."""
-    if value is None:
-        return "default"
-    if value not in IPEX_MODES:
-        raise UsageError(f"--ipex {value!r}: choose from {', '.join(IPEX_MODES)}")
-    return str(value)
+    return switch_mode("ipex", value, IPEX_MODES)
 
 
 def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:

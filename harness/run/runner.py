@@ -17,7 +17,7 @@ from harness.rank.result import RankResult
 from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.records.store import Store
-from harness.run.autocompile import Choice, settle_all
+from harness.run.autocompile import Choice, ipex_unusable, settle_all
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
 from workloads.flops import count_flops_per_sample
@@ -38,16 +38,9 @@ def unavailable_reason(spec: RunSpec) -> str | None:
         return one_line(str(exc)) or f"{spec.workload} does not support this combination"
     from harness.strategies import STRATEGIES
 
-    strategy = STRATEGIES.get(spec.strategy)
-    if spec.ipex:
-        from backends.ipex import ipex_availability
-
-        available = ipex_availability(precision=spec.precision)
-        if not available.available:
-            return f"--ipex on: {available.reason}"
-        if not strategy.uses_ipex:
-            return f"--ipex on: the {spec.strategy} strategy does not apply IPEX (ddp does)"
-    return strategy.unsupported(spec)
+    if spec.ipex and (unusable := ipex_unusable(spec)) is not None:
+        return f"--ipex on: {unusable}"
+    return STRATEGIES.get(spec.strategy).unsupported(spec)
 
 
 def check_replicas(ranks: list[RankResult]) -> None:
