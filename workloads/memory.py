@@ -55,25 +55,29 @@ def _per_sample(workload_class: type[Workload], size: str) -> tuple[int, int]:
     between two batch sizes leaves only what grows with the batch."""
     key = f"{workload_class.__name__}|{size}|{torch.__version__}|{_source_hash(workload_class)}"
     path = cache_dir() / "memory.json"
+    table = _read_table(path)
     try:
-        known = json.loads(path.read_text())
-        parameters, activations = known[key]
+        parameters, activations = table[key]
         return int(parameters), int(activations)
-    except (OSError, ValueError, KeyError, TypeError):
-        known = None
+    except (KeyError, TypeError, ValueError):
+        pass
     found = _probe(workload_class, size)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        table = known if isinstance(known, dict) else {}
-        try:
-            table.update(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            pass
+        table = _read_table(path)  # another process may have added entries meanwhile
         table[key] = list(found)
         write_atomic(path, json.dumps(table, indent=1, sort_keys=True))
     except (OSError, TypeError):
         pass  # an unwritable cache only costs the probe again
     return found
+
+
+def _read_table(path: Path) -> dict:
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
 
 
 def _probe(workload_class: type[Workload], size: str) -> tuple[int, int]:
