@@ -67,7 +67,8 @@ def fit_alpha_beta(sizes: list[float], times: list[float]) -> tuple[float, float
 
 
 def _rate(record: dict[str, Any]) -> str | None:
-    """The link rate a record names: spec.env (…RATE… or …LINK…) or machine.interconnect."""
+    """The link rate a record names: spec.env (…RATE… or …LINK…), else machine.interconnect's
+    tbf cap, rate or NIC speed."""
     env = record["spec"].get("env")
     if isinstance(env, dict):
         for key in sorted(env):
@@ -75,6 +76,9 @@ def _rate(record: dict[str, Any]) -> str | None:
                 return str(env[key])
     link = record.get("machine", {}).get("interconnect")
     if isinstance(link, dict):
+        capped = link.get("tbf_mbps")
+        if isinstance(capped, (int, float)) and not isinstance(capped, bool) and capped > 0:
+            return f"{capped:g} Mb/s tbf"
         for key in ("rate", "link_rate"):
             if link.get(key):
                 return str(link[key])

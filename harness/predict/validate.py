@@ -38,6 +38,7 @@ class ValidationRow:
     point: Point | None = None
     ctx: Context | None = None
     note: str = ""
+    forward_drift: float | None = None
 
     @property
     def predicted(self) -> float | None:
@@ -51,11 +52,41 @@ class ValidationRow:
         return (self.predicted - self.measured) / self.measured
 
 
-def _step_time(record: dict[str, Any]) -> float | None:
+def _metric(record: dict[str, Any], name: str) -> float | None:
     for entry in record.get("metrics", []):
-        if entry.get("name") == "step_time" and isinstance(entry.get("value"), (int, float)):
+        if entry.get("name") == name and isinstance(entry.get("value"), (int, float)) \
+                and not isinstance(entry.get("value"), bool):
             return float(entry["value"])
     return None
+
+
+def _step_time(record: dict[str, Any]) -> float | None:
+    return _metric(record, "step_time")
+
+
+# Strategies whose ranks each run the whole forward pass with no communication in it (fsdp's
+# forward all-gathers, model-parallel stages wait on activations): there, the measured forward
+# phase against the calibration run's tells compute error apart from communication error.
+LOCAL_FORWARD = ("ddp", "zero1", "localsgd", "ps-sync", "ps-async", "downpour", "ssp",
+                 "hybrid", "gossip")
+
+
+def forward_drift(record: dict[str, Any], calibration: list[dict[str, Any]],
+                  run_ids: tuple[str, ...], sharing: float) -> float | None:
+    """measured forward phase / (the calibration runs' forward per sample x batch x core
+    sharing) - 1: how much slower each rank computed than the single-rank run the prediction
+    assumes, before any communication; None where a figure is missing."""
+    measured = _metric(record, "phase_forward")
+    batch = record["spec"].get("batch_per_rank")
+    per_sample = sorted(f / r["spec"]["batch_per_rank"] for r in calibration
+                        if r["run_id"] in run_ids
+                        and isinstance(r["spec"].get("batch_per_rank"), int)
+                        and r["spec"]["batch_per_rank"] > 0
+                        and (f := _metric(r, "phase_forward")) is not None)
+    if measured is None or not per_sample or not isinstance(batch, int) or batch <= 0:
+        return None
+    base = per_sample[len(per_sample) // 2] * batch * sharing
+    return measured / base - 1 if base > 0 else None
 
 
 def measured_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -130,7 +161,10 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     point = predict(ctx, strategy, [int(spec["world_size"])])[0]
     if point.estimate is None:
         notes.append(point.reason)
-    return ValidationRow(record, strategy, link, row.measured, point, ctx, "; ".join(notes))
+    drift = forward_drift(record, calibration, compute.run_ids, sharing) \
+        if strategy in LOCAL_FORWARD and "scaled" not in compute.source else None
+    return ValidationRow(record, strategy, link, row.measured, point, ctx, "; ".join(notes),
+                         drift)
 
 
 def validate(measured: list[dict[str, Any]], calibration: list[dict[str, Any]],
@@ -154,12 +188,13 @@ def table_rows(rows: list[ValidationRow]) -> list[list[str]]:
             f"{row.predicted * 1e3:.1f}" if row.predicted is not None else "-",
             f"{error * 100:+.1f}%" if error is not None else "-",
             "yes" if error is not None and abs(error) <= GOAL else "no" if error is not None
+            else "-", f"{row.forward_drift * 100:+.1f}%" if row.forward_drift is not None
             else "-", row.note or "-", row.record["run_id"]])
     return cells
 
 
 HEADER = ("workload", "size", "strategy", "comm", "ranks", "launcher", "nodes", "link",
-          "measured ms", "predicted ms", "error", "<=15%", "note", "run")
+          "measured ms", "predicted ms", "error", "<=15%", "forward vs 1 rank", "note", "run")
 
 
 def summary(rows: list[ValidationRow]) -> str:
@@ -171,3 +206,34 @@ def summary(rows: list[ValidationRow]) -> str:
     worst = max(errors, key=abs)
     return (f"{within} of {len(errors)} predictions within {GOAL:.0%} of the measured step time "
             f"(worst {worst * 100:+.1f}%); {len(rows) - len(errors)} run(s) not predicted")
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def validation_markdown(rows: list[ValidationRow], command: str) -> str:
+    """The published validation table (results/predict/validation.md): every row, the summary
+    and where each prediction's time goes; a function of the records alone, so it regenerates
+    byte for byte."""
+    numeric = {"ranks", "nodes", "measured ms", "predicted ms", "error", "forward vs 1 rank"}
+    lines = ["# dtbench predict: predicted against measured step time", "",
+             f"Regenerate: `{command}`. Each multi-rank run is predicted from the same "
+             "folder's calibration records (single-rank runs, `dtbench comm` sweeps of the same "
+             "backend, world size and link).", "",
+             _md_row(list(HEADER)),
+             "|" + "|".join("---:" if name in numeric else "---" for name in HEADER) + "|"]
+    lines += [_md_row(cells) for cells in table_rows(rows)]
+    lines += ["", summary(rows) + ".", "", "## Where the predicted step goes (ms)", "",
+              "| run | compute | communication | predicted | measured |",
+              "|---|---:|---|---:|---:|"]
+    for row in rows:
+        estimate = row.point.estimate if row.point else None
+        if estimate is None:
+            continue
+        comm = ", ".join(f"{label} {seconds * 1e3:.2f}" for label, seconds in
+                         estimate.comm.items())
+        lines.append(_md_row([row.record["run_id"], f"{estimate.compute_time * 1e3:.1f}",
+                              comm or "-", f"{estimate.step_time * 1e3:.1f}",
+                              f"{(row.measured or 0) * 1e3:.1f}"]))
+    return "\n".join(lines) + "\n"

@@ -1,8 +1,10 @@
 """One function each for the machine and the software fingerprint of a record."""
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,21 +19,47 @@ import harness
 from harness.core.hardware import cpu_fingerprint, hardware_key, machine_id
 
 
+def shaped_rate_mbps(interface: str) -> float | None:
+    """The rate a token-bucket filter (`tc qdisc ... tbf rate R`) caps `interface` at, in
+    Mbit/s, or None (no tbf, no `tc`, or it failed): a capped link reports its NIC speed."""
+    if shutil.which("tc") is None:
+        return None
+    try:
+        shown = subprocess.run(["tc", "-j", "qdisc", "show", "dev", interface],
+                               capture_output=True, text=True, timeout=5, check=False)
+        qdiscs = json.loads(shown.stdout) if shown.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    rates = [q["options"]["rate"] for q in qdiscs if isinstance(q, dict) and q.get("kind") == "tbf"
+             and isinstance(q.get("options"), dict)
+             and isinstance(q["options"].get("rate"), (int, float))]
+    return min(rates) * 8 / 1e6 if rates else None
+
+
 def interconnect() -> dict[str, Any] | None:
-    """InfiniBand devices if any, else the fastest up Ethernet link's speed, where known."""
+    """InfiniBand devices if any, else the Ethernet link the ranks use (GLOO_SOCKET_IFNAME where
+    set and up, else the fastest up link): its speed, and the tbf cap on it where one is set."""
     ib = Path("/sys/class/infiniband")
     if ib.is_dir() and any(ib.iterdir()):
         return {"type": "infiniband", "devices": sorted(p.name for p in ib.iterdir())}
     best: dict[str, Any] | None = None
+    chosen = os.environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0]
     for name, stats in psutil.net_if_stats().items():
         if name == "lo" or not stats.isup:
             continue
+        if name == chosen:
+            best = {"interface": name, "speed": stats.speed}
+            break
         if best is None or stats.speed > best["speed"]:
             best = {"interface": name, "speed": stats.speed}
     if best is None:
         return None
-    return {"type": "ethernet", "interface": best["interface"],
-            "speed_mbps": best["speed"] or None}
+    found: dict[str, Any] = {"type": "ethernet", "interface": best["interface"],
+                             "speed_mbps": best["speed"] or None}
+    capped = shaped_rate_mbps(best["interface"])
+    if capped is not None:
+        found["tbf_mbps"] = round(capped, 3)
+    return found
 
 
 def machine_info() -> dict[str, Any]:

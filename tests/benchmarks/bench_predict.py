@@ -1,19 +1,32 @@
 """The validation table of `dtbench predict`: every measured multi-rank run in a store beside
 its prediction from the store's own calibration records, with the error and what made it.
 
-    python tests/benchmarks/bench_predict.py /tmp/pred-store
-    python tests/benchmarks/bench_predict.py /tmp/pred-store --make   # measure first (~5 min)
+    python tests/benchmarks/bench_predict.py results/predict            # predict only
+    python tests/benchmarks/bench_predict.py STORE --make               # measure first (~25 min)
+    python tests/benchmarks/bench_predict.py STORE --write STORE/validation.md
 
---make runs, one after another, what the table needs on one machine: hep_cnn and lstm (small)
-on 1 and 2 ranks over gloo and MPI, the single-rank runs at one thread per rank that the
-2-rank runs are calibrated against, 4 ranks over gloo, and `dtbench comm` sweeps of the
-same backends and world sizes. Prints figures; asserts nothing (a benchmark).
+--make runs, one after another, what the table needs on one machine:
+- one node: hep_cnn and lstm (small) on 1 and 2 ranks over gloo and MPI, the single-rank runs
+  at one thread per rank that multi-rank runs are calibrated against, 4 ranks over gloo and
+  MPI (oversubscribed on 2 cores: labelled by the table's note), the strategies fsdp and
+  pipeline at 2 ranks and ps-sync at 3 (one server, two workers), and `dtbench comm` sweeps
+  of the same backends and world sizes;
+- two hosts (needs root: two network namespaces joined by a veth, see
+  tests/distributed/netns.py): hep_cnn small over torchrun+gloo, one rank per host, with the
+  link uncapped and capped by `tc tbf` at 1 Gbit/s, 200 Mbit/s and 50 Mbit/s, each beside an
+  allreduce/broadcast sweep over the same link. The records name the cap
+  (machine.interconnect.tbf_mbps), so each run is predicted from its own link's fit.
+--write FILE writes the table as Markdown (results/predict/validation.md is this output for
+the published store; a test regenerates it byte for byte). Prints figures; asserts nothing.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,10 +34,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 OPS = "allreduce,allgather,reducescatter,broadcast"
+DTBENCH = [sys.executable, "-m", "harness"]
+RATES = (None, "1gbit", "200mbit", "50mbit")
+PUBLISHED = "python tests/benchmarks/bench_predict.py results/predict --write " \
+            "results/predict/validation.md"
 
 
 def measurements(store: str) -> list[list[str]]:
-    """The dtbench commands whose records the validation table uses."""
+    """The one-node dtbench commands whose records the validation table uses."""
     run = ["run", "-w", "hep_cnn", "-w", "lstm", "--size", "small", "--out", store, "-q"]
     comm = ["comm", "--sizes", "1K:32M", "--out", store, "-q"]
     return [
@@ -32,10 +49,56 @@ def measurements(store: str) -> list[list[str]]:
         [*run, "-n", "1", "--threads", "1"],
         [*run, "-n", "2", "--comm", "mpi", "--launcher", "mpirun"],
         [*run, "-n", "4", "--threads", "1", "--comm", "gloo"],
+        [*run, "-n", "4", "--threads", "1", "--comm", "mpi", "--launcher", "mpirun"],
+        [*run, "-n", "2", "--comm", "gloo", "--strategy", "fsdp", "--strategy", "pipeline"],
+        [*run, "-n", "3", "--threads", "1", "--comm", "gloo", "--strategy", "ps-sync"],
         [*comm, "--comm", "gloo", "-n", "2", "--op", OPS],
         [*comm, "--comm", "mpi", "--launcher", "mpirun", "-n", "2", "--op", OPS],
         [*comm, "--comm", "gloo", "-n", "4", "--op", "allreduce,broadcast"],
+        [*comm, "--comm", "mpi", "--launcher", "mpirun", "-n", "4", "--op", "allreduce,broadcast"],
     ]
+
+
+def two_host_runs(store: str) -> None:
+    """hep_cnn small across two network namespaces at each link rate, with a comm sweep."""
+    sys.path.insert(0, str(ROOT / "tests" / "distributed"))
+    from netns import netns_pair, netns_unavailable_reason, tc_unavailable_reason, two_nodes
+
+    reason = netns_unavailable_reason() or tc_unavailable_reason()
+    if reason is not None:
+        print(f"two-host runs skipped: {reason}", flush=True)
+        return
+    store_path = Path(store).resolve()
+    with netns_pair() as pair, tempfile.TemporaryDirectory(prefix="dtb-node1-") as scratch:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+        env.update(GLOO_SOCKET_IFNAME=pair.ifname,
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+        common = ["--launcher", "torchrun", "--comm", "gloo", "--nnodes", "2", "-n", "1",
+                  "--threads", "1", "--master-addr", pair.addr_a, "--rank-timeout", "120", "-q"]
+        jobs = [["run", "-w", "hep_cnn", "--size", "small", *common],
+                ["comm", "--op", "allreduce,broadcast", "--sizes", "1K:4M", "--iters", "10",
+                 *common]]
+        port = 29611
+        for rate in RATES:
+            pair.set_rate(rate)
+            for words in jobs:
+                port += 1
+                args = [*words, "--master-port", str(port)]
+                print(f"$ [2 hosts, link {rate or 'uncapped'}] dtbench {' '.join(args)}",
+                      flush=True)
+                started = time.monotonic()
+                try:
+                    node0, node1 = two_nodes(pair, [*DTBENCH, *args], env, store_path,
+                                             Path(scratch), Path(scratch), 900)
+                except subprocess.TimeoutExpired:
+                    print("  timed out", flush=True)
+                    continue
+                print(f"  node 0 exit {node0.returncode}, node 1 exit {node1.returncode}, "
+                      f"{time.monotonic() - started:.0f} s", flush=True)
+                if node0.returncode != 0:
+                    print(node0.stderr[-2000:], flush=True)
+        pair.set_rate(None)
 
 
 def main() -> int:
@@ -46,15 +109,26 @@ def main() -> int:
     parser.add_argument("--algorithm", default="ring",
                         choices=("ring", "tree", "halving-doubling"))
     parser.add_argument("--make", action="store_true", help="run the measurements first")
+    parser.add_argument("--no-two-hosts", action="store_true",
+                        help="with --make: leave out the network-namespace runs")
+    parser.add_argument("--write", metavar="FILE", help="also write the table as Markdown")
     args = parser.parse_args()
     if args.make:
         for words in measurements(args.store):
             print("$ dtbench " + " ".join(words), flush=True)
-            subprocess.run([sys.executable, "-m", "harness", *words], cwd=ROOT, check=False)
+            subprocess.run([*DTBENCH, *words], cwd=ROOT, check=False)
+        if not args.no_two_hosts:
+            two_host_runs(args.store)
 
     from harness.core.text import render_table
     from harness.predict.inputs import load_calibration
-    from harness.predict.validate import HEADER, summary, table_rows, validate
+    from harness.predict.validate import (
+        HEADER,
+        summary,
+        table_rows,
+        validate,
+        validation_markdown,
+    )
 
     warnings: list[str] = []
     measured = load_calibration((args.store,), warnings)
@@ -62,18 +136,9 @@ def main() -> int:
     rows = validate(measured, calibration, args.algorithm)
     print(render_table(HEADER, table_rows(rows)))
     print(summary(rows))
-    print("\nwhere the predicted time goes (ms per step):")
-    parts = []
-    for row in rows:
-        estimate = row.point.estimate if row.point else None
-        if estimate is None:
-            continue
-        comm = ", ".join(f"{label} {seconds * 1e3:.2f}" for label, seconds in
-                         estimate.comm.items())
-        parts.append([row.record["run_id"], f"{estimate.compute_time * 1e3:.1f}",
-                      comm or "-", f"{estimate.step_time * 1e3:.1f}",
-                      f"{(row.measured or 0) * 1e3:.1f}"])
-    print(render_table(("run", "compute", "communication", "predicted", "measured"), parts))
+    if args.write:
+        Path(args.write).write_text(validation_markdown(rows, PUBLISHED))
+        print(f"wrote {args.write}")
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return 0

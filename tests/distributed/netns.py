@@ -194,6 +194,34 @@ def kill_tree(proc: subprocess.Popen[str], wait_s: float = 5.0) -> None:
             proc.wait(timeout=wait_s)
 
 
+def two_nodes(pair: NetnsPair, argv: Sequence[str], env: Mapping[str, str],
+              out_a: Path, out_b: Path, cwd: Path, timeout: float,
+              extra_a: Sequence[str] = ()) -> tuple[subprocess.CompletedProcess[str],
+                                                     subprocess.CompletedProcess[str]]:
+    """`argv --node-rank 1 --out out_b` in namespace b (in the background, its output in a log
+    under cwd), then `argv --node-rank 0 --out out_a extra_a` in namespace a; both waited for,
+    node 1 killed if it outlives node 0 by `timeout`. subprocess.TimeoutExpired (its output:
+    node 1's log) when either does not finish in time."""
+    log_b = cwd / f"node1-{time.monotonic_ns()}.log"
+    started = time.monotonic()
+    with open(log_b, "w") as sink:
+        node1 = pair.popen(pair.b, [*argv, "--node-rank", "1", "--out", str(out_b)], env,
+                           cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        node0 = pair.run(pair.a, [*argv, "--node-rank", "0", "--out", str(out_a), *extra_a],
+                         env, timeout=timeout, cwd=cwd)
+        remaining = max(10.0, timeout - (time.monotonic() - started))
+        try:
+            node1.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            raise subprocess.TimeoutExpired(node1.args, timeout, log_b.read_text()[-3000:],
+                                            node0.stdout + node0.stderr) from None
+    finally:
+        kill_tree(node1)
+    return node0, subprocess.CompletedProcess(node1.args, node1.returncode,
+                                              log_b.read_text(), "")
+
+
 @contextmanager
 def netns_pair(rate: str | None = None, ifname: str = IFNAME) -> Iterator[NetnsPair]:
     """Create the two namespaces and the veth pair between them; always delete them after."""

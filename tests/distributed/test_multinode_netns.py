@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from netns import (  # noqa: E402 - the helper sits beside this file
     NetnsPair,
-    kill_tree,
     netns_pair,
     netns_pids,
     netns_unavailable_reason,
     tc_unavailable_reason,
+    two_nodes,
     write_fake_rsh,
 )
 
@@ -143,25 +143,12 @@ def _two_nodes(pair: NetnsPair, env: dict[str, str], args: Sequence[str], out_a:
     """Node 1 in namespace b (background), node 0 in namespace a; both waited for or killed."""
     common = [*args, "--nnodes", "2", "-n", "1", "--master-addr", pair.addr_a,
               "--master-port", str(MASTER_PORT), "--rank-timeout", RANK_TIMEOUT, "-q"]
-    log_b = cwd / f"node1-{time.monotonic_ns()}.log"
-    started = time.monotonic()
-    with open(log_b, "w") as sink:
-        node1 = pair.popen(pair.b, [*DTBENCH, *common, "--node-rank", "1", "--out", str(out_b)],
-                           env, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        node0 = pair.run(pair.a, [*DTBENCH, *common, "--node-rank", "0", "--out", str(out_a),
-                                  "--json", str(json_a)], env, timeout=TIMEOUT_S, cwd=cwd)
-        remaining = max(10.0, TIMEOUT_S - (time.monotonic() - started))
-        try:
-            node1.wait(timeout=remaining)
-        except subprocess.TimeoutExpired:
-            kill_tree(node1)
-            pytest.fail(f"node 1 did not finish within {TIMEOUT_S:.0f} s; node 0: "
-                        f"{_show(node0)}\nnode 1: {log_b.read_text()[-3000:]}")
-    finally:
-        kill_tree(node1)
-    return node0, subprocess.CompletedProcess(node1.args, node1.returncode,
-                                              log_b.read_text(), "")
+        return two_nodes(pair, [*DTBENCH, *common], env, out_a, out_b, cwd, TIMEOUT_S,
+                         ("--json", str(json_a)))
+    except subprocess.TimeoutExpired as late:
+        pytest.fail(f"a node did not finish within {TIMEOUT_S:.0f} s; node 1: {late.output}; "
+                    f"node 0: {late.stderr}")
 
 
 def _run_args(workload: str, steps: int) -> list[str]:

@@ -67,6 +67,12 @@ def test_link_key_names_nodes_and_rate(comm_record) -> None:
     assert link_key(comm_record("allreduce", 1, 1)) == "one node"
     capped = comm_record("allreduce", 1, 1, nnodes=2, env={"DTBENCH_LINK_RATE": "100mbit"})
     assert link_key(capped) == "2 nodes, 100mbit"
+    shaped = comm_record("allreduce", 1, 1, nnodes=2)
+    shaped["machine"] = {"interconnect": {"type": "ethernet", "interface": "dtb0",
+                                          "speed_mbps": 10000, "tbf_mbps": 50.0}}
+    assert link_key(shaped) == "2 nodes, 50 Mb/s tbf"
+    shaped["machine"]["interconnect"].pop("tbf_mbps")
+    assert link_key(shaped) == "2 nodes, 10000 Mb/s"
 
 
 def test_compute_prefers_same_threads_then_nearest_batch(run_record) -> None:

@@ -51,3 +51,32 @@ def test_ranks_sharing_cores_slow_compute(run_record) -> None:
     crowded = run_record([1.0], world_size=8, threads=2)  # 16 threads on 8 usable CPUs
     assert core_sharing(crowded) == 2.0
     assert core_sharing(run_record([1.0], world_size=2, threads=2)) == 1.0
+
+
+def _with_forward(record: dict, seconds: float) -> dict:
+    record["metrics"].append({"name": "phase_forward", "unit": "s", "value": seconds})
+    return record
+
+
+def test_forward_drift_separates_compute_error_from_communication(run_record,
+                                                                   comm_record) -> None:
+    """A 2-rank run whose forward (no communication under ddp) took 0.11 s per step against
+    the single-rank 0.10 s at the same batch computed 10% slower than the model assumes."""
+    single = _with_forward(run_record([0.32] * 5, threads=1, batch=32, run_id="single"), 0.10)
+    calibration = [single, comm_record("allreduce", 4e-4, 1e-9),
+                   comm_record("broadcast", 1e-4, 1e-9)]
+    ddp = _with_forward(run_record([0.36] * 5, world_size=2, comm="gloo", run_id="ddp2"), 0.11)
+    half = _with_forward(run_record([0.36] * 5, world_size=2, comm="gloo", batch=16,
+                                    run_id="half"), 0.05)
+    fsdp = _with_forward(run_record([0.36] * 5, world_size=2, comm="gloo", run_id="fsdp",
+                                    strategy="fsdp"), 0.12)
+    rows = {row.record["run_id"]: row for row in validate([ddp, half, fsdp], calibration)}
+    assert rows["ddp2"].forward_drift == pytest.approx(0.10)
+    assert table_rows([rows["ddp2"]])[0][12] == "+10.0%"
+    assert rows["half"].forward_drift == pytest.approx(0.05 / (0.10 / 32 * 16) - 1)
+    # fsdp all-gathers parameters inside its forward: no compute-only figure there
+    assert rows["fsdp"].forward_drift is None and table_rows([rows["fsdp"]])[0][12] == "-"
+    # without a forward phase in the calibration run, no figure rather than a guess
+    bare = run_record([0.32] * 5, threads=1, batch=32, run_id="single")
+    (row,) = validate([ddp], [bare, *calibration[1:]])
+    assert row.forward_drift is None

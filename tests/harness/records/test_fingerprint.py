@@ -40,6 +40,8 @@ def test_harness_info_names_version_commit_and_dirty_flag() -> None:
 
 def test_interconnect_picks_the_fastest_up_ethernet_link(monkeypatch: pytest.MonkeyPatch) -> None:
     no_infiniband(monkeypatch)
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
+    monkeypatch.setattr(sysinfo, "shaped_rate_mbps", lambda name: None)
     monkeypatch.setattr(psutil, "net_if_stats", lambda: {
         "lo": nic(True, 0), "eth0": nic(True, 1000), "eth1": nic(True, 25000),
         "eth2": nic(False, 100000)})
@@ -59,6 +61,40 @@ def test_interconnect_tolerates_links_of_unknown_speed(monkeypatch: pytest.Monke
         "lo": nic(True, 0), "eth0": nic(True, 0), "veth1": nic(True, 10000)})
     found = sysinfo.interconnect()
     assert found is not None and found["interface"] == "veth1"
+
+
+def test_interconnect_prefers_the_gloo_interface_and_reports_its_tbf_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    no_infiniband(monkeypatch)
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "dtb0")
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {
+        "lo": nic(True, 0), "eth0": nic(True, 25000), "dtb0": nic(True, 10000)})
+    monkeypatch.setattr(sysinfo.shutil, "which", lambda name: "/sbin/tc")
+    shown = []
+
+    def fake_tc(argv: list[str], **kwargs: object) -> SimpleNamespace:
+        shown.append(argv)
+        # `tc -j qdisc show` gives a tbf's rate in bytes per second: 6250000 B/s = 50 Mbit/s.
+        return SimpleNamespace(returncode=0, stdout='[{"kind":"tbf","handle":"8049:",'
+                               '"options":{"rate":6250000,"burst":262143,"lat":50000}}]')
+
+    monkeypatch.setattr(subprocess, "run", fake_tc)
+    assert sysinfo.interconnect() == {"type": "ethernet", "interface": "dtb0",
+                                      "speed_mbps": 10000, "tbf_mbps": 50.0}
+    assert shown == [["tc", "-j", "qdisc", "show", "dev", "dtb0"]]
+
+
+def test_an_uncapped_link_has_no_tbf_rate(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    monkeypatch.setattr(sysinfo.shutil, "which", lambda name: "/sbin/tc")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(
+        returncode=0, stdout='[{"kind":"noqueue","handle":"0:","options":{}}]'))
+    assert sysinfo.shaped_rate_mbps("eth0") is None
+    monkeypatch.setattr(sysinfo.shutil, "which", lambda name: None)
+    assert sysinfo.shaped_rate_mbps("eth0") is None
 
 
 def test_mpi_version_keeps_printable_text_only(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -100,3 +100,30 @@ def test_results_html_report_regenerates_identically(tmp_path: Path,
         pytest.skip(f"plots drawn with matplotlib {PUBLISHED_WITH_MATPLOTLIB}, this is "
                     f"{matplotlib.__version__}: text compared, images not")
     assert regenerated == published
+
+
+PREDICT = RESULTS / "predict"
+
+
+def test_prediction_validation_table_regenerates_byte_for_byte() -> None:
+    """results/predict/validation.md is bench_predict.py's table of the records beside it:
+    the same records give the same bytes, and it covers the configurations SPEC §10 names."""
+    from harness.predict.inputs import load_calibration
+    from harness.predict.validate import validate, validation_markdown
+
+    listed = subprocess.run(["git", "ls-files", "results/predict"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split()
+    paths = [str(ROOT / name) for name in listed if name.endswith(".json")]
+    assert paths, "no published prediction records under results/predict"
+    records = load_calibration(tuple(paths), [])
+    rows = validate(records, records)
+    published = (PREDICT / "validation.md").read_text()
+    command = published.split("Regenerate: `")[1].split("`")[0]
+    assert validation_markdown(rows, command) == published
+    assert validation_markdown(validate(records, records), command) == published
+    measured = {(r.strategy, r.record["spec"]["comm"], r.record["spec"]["world_size"], r.link)
+                for r in rows if r.error is not None}
+    assert {s for s, *_ in measured} >= {"ddp", "fsdp", "pipeline", "ps-sync"}
+    assert {c for _, c, *_ in measured} == {"gloo", "mpi"}
+    assert {n for _, _, n, _ in measured} >= {2, 3, 4}
+    assert sum("tbf" in link for *_, link in measured) >= 3, measured
