@@ -15,7 +15,7 @@ from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, clip_gradients
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
-from harness.strategies.ps import SERVERS, ParameterServerStrategy
+from harness.strategies.ps import MOMENTUM, SERVERS, ParameterServerStrategy
 
 
 @STRATEGIES.register("hybrid")
@@ -33,6 +33,7 @@ class Hybrid(ParameterServerStrategy):
         Option("groups", int, 2, "groups of workers (G); it must divide the workers",
                minimum=1),
         SERVERS,
+        MOMENTUM,
     )
 
     @classmethod

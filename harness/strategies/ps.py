@@ -29,6 +29,12 @@ from harness.strategies.paramserver import (
 
 SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",
                  minimum=1)
+# Stale gradients act like extra momentum (Mitliagkas et al. 2016, "Asynchrony begets
+# momentum"), so the workload's momentum tuned for synchronous SGD can be too much for the
+# asynchronous and stale rules: the servers' SGD momentum is an option (default: the
+# workload's, so every strategy starts from the same optimizer).
+MOMENTUM = Option("momentum", float, None, "the servers' SGD momentum in [0, 1) (default: "
+                  "the workload's, 0.9); staleness adds implicit momentum", minimum=0)
 
 
 class ParameterServerStrategy(Strategy):
@@ -53,6 +59,9 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def check(cls, spec: RunSpec) -> None:
         super().check(spec)
+        if cls.momentum(spec) is not None and cls.momentum(spec) >= 1:
+            raise UsageError(f"strategy {cls.name}: momentum={cls.momentum(spec):g} must be "
+                             "below 1 (0 is plain SGD)")
         if cls.servers(spec) >= spec.world_size:
             raise UsageError(f"strategy {cls.name} with servers={cls.servers(spec)} needs more "
                              f"ranks than servers (at least one worker); world size is "
@@ -92,8 +101,22 @@ class ParameterServerStrategy(Strategy):
     def serves(self) -> bool:
         return self.role == "server"
 
+    @classmethod
+    def momentum(cls, spec: RunSpec) -> float | None:
+        """The servers' SGD momentum where the option is given, else None (the workload's)."""
+        if not any(option.name == "momentum" for option in cls.options):
+            return None
+        value = cls.option_value(spec, "momentum")
+        return None if value is None else float(value)
+
     def server_optimizer(self, parameters: list[Any]) -> Any:
-        return self.recipe.build_optimizer(parameters)
+        optimizer = self.recipe.build_optimizer(parameters)
+        momentum = self.momentum(self.spec)
+        if momentum is not None:
+            for group in optimizer.param_groups:
+                if "momentum" in group:
+                    group["momentum"] = momentum
+        return optimizer
 
     def setup(self) -> None:
         spec, place = self.spec, self.place
@@ -201,7 +224,7 @@ class PSAsync(ParameterServerStrategy):
     tolerates_worker_loss = True
     name = "ps-async"
     summary = "parameter server, asynchronous: gradients applied on arrival"
-    options: ClassVar[tuple[Option, ...]] = (SERVERS,)
+    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM)
 
 
 @STRATEGIES.register("ps-sync")
@@ -210,7 +233,7 @@ class PSSync(ParameterServerStrategy):
 
     name = "ps-sync"
     summary = "parameter server, synchronous: all workers' gradients averaged per step"
-    options: ClassVar[tuple[Option, ...]] = (SERVERS,)
+    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM)
     synchronous = True
     rule = "clock"
 
@@ -227,6 +250,7 @@ class SSP(ParameterServerStrategy):
     summary = "stale synchronous parallel: workers at most s clocks ahead of the slowest"
     options: ClassVar[tuple[Option, ...]] = (
         SERVERS,
+        MOMENTUM,
         Option("staleness", float, None, "the bound s (clocks; inf never waits); required",
                minimum=0, aliases=("s",)),
     )
@@ -254,6 +278,7 @@ class Downpour(ParameterServerStrategy):
     summary = "Downpour SGD: fetch every n_fetch, push accumulated gradients every n_push"
     options: ClassVar[tuple[Option, ...]] = (
         SERVERS,
+        MOMENTUM,
         Option("n_fetch", int, 1, "steps between parameter fetches", minimum=1),
         Option("n_push", int, 1, "steps between gradient pushes (accumulated)", minimum=1),
         Option("adagrad", bool, False, "servers apply updates with Adagrad (DistBelief)"),

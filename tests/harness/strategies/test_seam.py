@@ -88,3 +88,27 @@ def test_meter_files_calls_by_context_group_and_collective() -> None:
     with pytest.raises(ValueError, match="unknown traffic kind"):
         with meter.kind("gossip"):
             pass
+
+
+def test_parameter_servers_take_their_own_momentum() -> None:
+    """The servers' SGD keeps the workload's momentum unless momentum=M says otherwise (stale
+    gradients add implicit momentum); M >= 1 is refused."""
+    from types import SimpleNamespace
+
+    cls = STRATEGIES.get("ssp")
+    given = plan(strategy="ssp", strategy_options={"s": "1", "momentum": "0.5"}, nproc=3)
+    default = plan(strategy="ssp", strategy_options={"s": "1"}, nproc=3)
+    assert cls.momentum(given) == 0.5 and cls.momentum(default) is None
+    assert given.key() != default.key()
+    model = nn.Linear(4, 2)
+    recipe = SimpleNamespace(build_optimizer=lambda params: torch.optim.SGD(
+        params, lr=0.1, momentum=0.9))
+    for spec, expected in ((given, 0.5), (default, 0.9)):
+        server = cls.__new__(cls)
+        server.spec, server.recipe = spec, recipe
+        (group,) = server.server_optimizer(list(model.parameters())).param_groups
+        assert group["momentum"] == expected
+    assert STRATEGIES.get("ddp").options and "momentum" not in {
+        o.name for o in STRATEGIES.get("ddp").options}
+    with pytest.raises(UsageError, match="momentum=1 must be below 1"):
+        plan(strategy="ps-async", strategy_options={"momentum": "1"}, nproc=3)
