@@ -22,6 +22,7 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.model import ALIASES, MODELS, Point, predict, strategy_options
+from harness.records.record import metric
 
 GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
 RUN_FIELDS = ("bucket_mb", "compression")  # ddp settings kept in the spec itself
@@ -53,10 +54,10 @@ class ValidationRow:
 
 
 def _metric(record: dict[str, Any], name: str) -> float | None:
-    for entry in record.get("metrics", []):
-        if entry.get("name") == name and isinstance(entry.get("value"), (int, float)) \
-                and not isinstance(entry.get("value"), bool):
-            return float(entry["value"])
+    """The metric's value as a number, or None (absent, or not a number)."""
+    value = (metric(record, name) or {}).get("value")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     return None
 
 

@@ -59,8 +59,9 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def check(cls, spec: RunSpec) -> None:
         super().check(spec)
-        if cls.momentum(spec) is not None and cls.momentum(spec) >= 1:
-            raise UsageError(f"strategy {cls.name}: momentum={cls.momentum(spec):g} must be "
+        momentum = cls.momentum(spec)
+        if momentum is not None and momentum >= 1:
+            raise UsageError(f"strategy {cls.name}: momentum={momentum:g} must be "
                              "below 1 (0 is plain SGD)")
         if cls.servers(spec) >= spec.world_size:
             raise UsageError(f"strategy {cls.name} with servers={cls.servers(spec)} needs more "
@@ -104,8 +105,6 @@ class ParameterServerStrategy(Strategy):
     @classmethod
     def momentum(cls, spec: RunSpec) -> float | None:
         """The servers' SGD momentum where the option is given, else None (the workload's)."""
-        if not any(option.name == "momentum" for option in cls.options):
-            return None
         value = cls.option_value(spec, "momentum")
         return None if value is None else float(value)
 

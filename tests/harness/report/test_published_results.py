@@ -16,17 +16,22 @@ ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 
 
-def published_records() -> list[Path]:
-    """The record files committed under results/ (a working tree may hold more: `dtbench run`
-    writes there by default, and those are not published)."""
+def published_json(folder: str) -> list[Path]:
+    """The .json files committed directly in `folder` (a working tree may hold more: `dtbench
+    run` writes to results/ by default, and those are not published)."""
     try:
-        listed = subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True,
+        listed = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True,
                                 text=True, check=True, timeout=60).stdout.split()
     except (OSError, subprocess.SubprocessError):
-        return sorted(RESULTS.glob("*.json"))
-    # results/*.json only: folders below hold benchmark outputs (cpu-config/), not records
+        return sorted((ROOT / folder).glob("*.json"))
+    depth = folder.count("/") + 1
     return sorted(ROOT / name for name in listed
-                  if name.endswith(".json") and name.count("/") == 1)
+                  if name.endswith(".json") and name.count("/") == depth)
+
+
+def published_records() -> list[Path]:
+    """results/*.json only: folders below hold benchmark outputs (cpu-config/, predict/)."""
+    return published_json("results")
 
 
 def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
@@ -111,9 +116,7 @@ def test_prediction_validation_table_regenerates_byte_for_byte() -> None:
     from harness.predict.inputs import load_calibration
     from harness.predict.validate import validate, validation_markdown
 
-    listed = subprocess.run(["git", "ls-files", "results/predict"], cwd=ROOT,
-                            capture_output=True, text=True, check=True, timeout=60).stdout.split()
-    paths = [str(ROOT / name) for name in listed if name.endswith(".json")]
+    paths = [str(path) for path in published_json("results/predict")]
     assert paths, "no published prediction records under results/predict"
     records = load_calibration(tuple(paths), [])
     rows = validate(records, records)
