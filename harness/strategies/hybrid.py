@@ -15,7 +15,7 @@ from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, clip_gradients
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
-from harness.strategies.ps import MOMENTUM, SERVERS, ParameterServerStrategy
+from harness.strategies.ps import DAMP_STALE, MOMENTUM, SERVERS, ParameterServerStrategy
 
 
 @STRATEGIES.register("hybrid")
@@ -34,6 +34,7 @@ class Hybrid(ParameterServerStrategy):
                minimum=1),
         SERVERS,
         MOMENTUM,
+        DAMP_STALE,
     )
 
     @classmethod
@@ -75,7 +76,8 @@ class Hybrid(ParameterServerStrategy):
         if self.serves:
             lo, hi = bounds[place.rank - workers]
             self.server = Server(flat[lo:hi], self.server_optimizer, leaders, "async",
-                                 meter=self.meter)
+                                 meter=self.meter,
+                                 damp_stale=self.damps_stale(spec))
             self.model = None
             return
         self.group = self.groups[place.rank // size]

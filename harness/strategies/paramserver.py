@@ -16,6 +16,9 @@ Two update rules:
 - "clock": gradients are summed per worker clock (its step), and clock c is applied as the
   mean of its gradients once every live worker pushed it (ps-sync; ssp, whose workers may run
   up to s clocks ahead of the slowest: a fetch asks for version >= step - s).
+With `damp_stale`, a gradient of staleness t is scaled by 1/(1 + t) before it is applied or
+summed (the staleness-dependent learning rate of Zhang et al. 2016): a fresh gradient keeps the
+full rate, so ps-sync, ssp with s=0 and a single worker are unchanged.
 """
 from __future__ import annotations
 
@@ -107,7 +110,8 @@ class Server:
 
     def __init__(self, shard: torch.Tensor, build_optimizer: Callable[[list[Any]], Any],
                  clients: Sequence[int], rule: str, staleness: float = 0.0,
-                 meter: CommMeter | None = None, group: Any = None) -> None:
+                 meter: CommMeter | None = None, group: Any = None,
+                 damp_stale: bool = False) -> None:
         if rule not in ("async", "clock"):
             raise ValueError(f"unknown update rule {rule!r}")
         self.param = torch.nn.Parameter(shard.detach().clone())
@@ -117,6 +121,7 @@ class Server:
         self.bound = staleness
         self.meter = meter
         self.group = group
+        self.damp_stale = damp_stale
         self.version = 0
         self.stats = ServerStats()
         self.steps_of: dict[int, int] = {c: 0 for c in self.clients}
@@ -209,15 +214,24 @@ class Server:
     def _push(self, source: int, gradient: torch.Tensor, step: int, version_seen: int) -> None:
         self.stats.pushes += 1
         if self.rule == "async":
-            self._apply(gradient, [version_seen], [source])
+            self._apply(self._damped(gradient, self.version - version_seen), [version_seen],
+                        [source])
             return
         clock = step - 1  # a worker's push after its step-th step carries clock step-1
+        # clock c is applied at version c: the gradient's staleness is then c - version_seen
+        gradient = self._damped(gradient, clock - version_seen)
         if clock in self._clock_sum:
             self._clock_sum[clock] += gradient
         else:
             self._clock_sum[clock] = gradient
         self._clock_seen.setdefault(clock, []).append((source, version_seen))
         self._complete_clocks()
+
+    def _damped(self, gradient: torch.Tensor, staleness: int) -> torch.Tensor:
+        """The gradient at the rate its staleness earns: 1/(1 + staleness) with damp_stale."""
+        if not self.damp_stale or staleness <= 0:
+            return gradient
+        return gradient / (1 + staleness)
 
     def _live(self) -> int:
         return len(self.clients) - len(self._done)
