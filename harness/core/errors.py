@@ -15,7 +15,14 @@ class SkipRun(Exception):
 
 
 class RunFailed(Exception):
-    """A run started but did not finish properly (diverged, target not reached, rank died)."""
+    """A run started but did not finish properly (diverged, target not reached, rank died).
+
+    `log_tail`: the last lines of the failing ranks' own output (a traceback), kept in the
+    record because the rank logs go with the run's temporary directory."""
+
+    def __init__(self, message: str, log_tail: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = list(log_tail or [])
 
 
 class SchemaError(ValueError):

@@ -118,6 +118,8 @@ class Runner:
                 if not isinstance(exc, (SkipRun, RunFailed)):
                     error = f"rank 0: {error}"
                     traceback_tail = traceback.format_exc(limit=-3).splitlines()[-6:]
+                elif isinstance(exc, RunFailed):
+                    traceback_tail = exc.log_tail
         metrics: list[Metric] = collect(context) if ranks else []
         if status == "success" and spec.mode == "ttt" and ranks and not ranks[0].target_reached:
             status, error = "failed", self._ttt_failure(spec, ranks[0])

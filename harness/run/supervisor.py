@@ -54,6 +54,17 @@ def _signal_name(code: int) -> str:
 CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
 
 
+def _first_traceback(lines: list[str]) -> list[str]:
+    """The first Python traceback in `lines`, down to its exception line ([] if none)."""
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
+    if not starts:
+        return []
+    block = lines[starts[0]:]
+    end = next((i + 1 for i, line in enumerate(block[1:], 1)
+                if line and not line.startswith(" ")), len(block))
+    return block[:end]
+
+
 def killed_by_cause(code: int) -> bool:
     """An exit code that says the process was killed by a signal that is itself a cause."""
     return code < 0 and -code not in CONSEQUENCE_SIGNALS
@@ -168,7 +179,7 @@ class Supervisor:
             self._start(commands, env)
             failure = self._watch()
             if failure is not None:
-                raise RunFailed(failure)
+                raise RunFailed(failure, self._traceback_tail(failure))
             return self._results()
         finally:
             self._terminate()
@@ -357,6 +368,27 @@ class Supervisor:
                 continue
         errors = [ln for ln in lines if "Error" in ln or "error" in ln]
         return (errors or lines or [""])[-1].strip()[:300]
+
+    def _traceback_tail(self, failure: str, lines: int = 8) -> list[str]:
+        """The end of the traceback of the rank the failure names (or of the first rank that
+        has one): each local rank has its own log; under torchrun every line carries a
+        "[rankN]:" prefix in one log."""
+        named = re.match(r"rank (\d+)", failure)
+        rank = int(named.group(1)) if named else None
+        logs = {index: self.run_dir / f"launcher-{index}.log" for index in range(len(self.procs))}
+        order = sorted(logs, key=lambda index: self.procs[index][1] != rank)
+        for index in order:
+            try:
+                text = logs[index].read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            prefix = f"[rank{rank}]:"
+            own = [line[len(prefix):] for line in text if line.startswith(prefix)]
+            for candidate in (own, text):
+                block = _first_traceback(candidate)
+                if block:
+                    return [line.rstrip()[:300] for line in block[-lines:]]
+        return []
 
     def _hung_rank(self, states: dict[int, RankState]) -> str | None:
         timeout = self.launch.rank_timeout

@@ -122,6 +122,9 @@ def test_rank_out_of_memory_fails_the_run_naming_rank_and_cause(tmp_path: Path,
     (record,) = records(out)
     assert record["status"] == "failed"
     assert record["error"].startswith("rank 1: out of memory"), record["error"]
+    # the rank's own traceback outlives its log (the run directory is removed)
+    tail = record["notes"]["traceback_tail"]
+    assert "inject_fault" in "\n".join(tail) and "memory" in tail[-1].lower(), tail
     assert leftover([record["run_id"]]) == []
 
 
