@@ -87,17 +87,18 @@ def cluster() -> Iterator[OneNodeCluster]:
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str],
-         cluster: OneNodeCluster | None = None) -> subprocess.CompletedProcess[str]:
+         cluster: OneNodeCluster | None = None,
+         timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """subprocess.run with the test's timeout; a timeout fails with the cluster's state."""
     try:
         return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
-                              timeout=RUN_TIMEOUT_S, check=False)
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         def text(data: bytes | str | None) -> str:
             return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
 
         state = "" if cluster is None else f"{cluster.daemons_state()}\n{cluster.log_tails()}"
-        pytest.fail(f"{' '.join(argv[:3])} ... took over {RUN_TIMEOUT_S} s\n"
+        pytest.fail(f"{' '.join(argv[:3])} ... took over {timeout:.0f} s\n"
                     f"{text(exc.stdout)}\n{text(exc.stderr)}\n{state}")
 
 
@@ -178,6 +179,36 @@ def test_two_ranks_through_salloc_and_srun(tmp_path: Path, cluster: OneNodeClust
     if cluster.folder is not None:
         # The ranks were a job step that srun had slurmd launch: step <job>.0 of this job.
         assert f"StepId={granted.group(1)}.0" in _slurmd_log(cluster), detail
+
+
+# The synchronous data-parallel family under srun (ddp is the test above): one allocation
+# runs each strategy; the full matrix takes every workload.
+@pytest.mark.parametrize("workloads", [
+    ("hep_cnn",),
+    pytest.param(("hep_cnn", "lstm", "alexnet", "resnet50"),
+                 marks=[pytest.mark.matrix, pytest.mark.timeout(900)])])
+def test_the_synchronous_family_through_salloc_and_srun(
+        tmp_path: Path, cluster: OneNodeCluster, peak_cache: Path,
+        workloads: tuple[str, ...]) -> None:
+    strategies = ("zero1", "fsdp", "localsgd") if len(workloads) == 1 else \
+        ("ddp", "zero1", "fsdp", "localsgd")
+    env = cluster.env(_clean_env())
+    env["DTBENCH_CACHE_DIR"] = str(peak_cache)
+    out = tmp_path / "r.json"
+    args = [a for a in TINY_2_RANKS if a != "hep_cnn" and a != "-w"]
+    chosen = [x for w in workloads for x in ("-w", w)] + \
+        [x for s in strategies for x in ("--strategy", s)]
+    result = _run(["salloc", "-N1", "-n2", "--cpus-per-task=1", *DTBENCH, "run", *args,
+                   *chosen, "--out", str(tmp_path / "store"), "--json", str(out)],
+                  tmp_path, env, cluster, timeout=RUN_TIMEOUT_S * len(workloads))
+    assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
+    found = _records(out)
+    assert sorted((r["spec"]["strategy"], r["spec"]["workload"]) for r in found) == \
+        sorted((s, w) for s in strategies for w in workloads)
+    for record in found:
+        _assert_two_rank_success(record)
+        names = {m["name"] for m in record["metrics"]}
+        assert {"comm_bytes_gradient", "comm_bytes_parameter", "state_bytes"} <= names
 
 
 @pytest.mark.parametrize(("fault", "named"), [("kill:1:2", "rank 1 killed by SIGKILL"),
