@@ -30,7 +30,10 @@ def staleness(context: CollectContext) -> list[Metric]:
                                    "by_worker": servers[0].strategy_stats.get(
                                        "staleness_by_worker", {}),
                                    "aggregation": "mean over every applied gradient of "
-                                                  "every server"}))
+                                                  "every server",
+                                   # stale gradients applied at 1/(1 + staleness) of the rate
+                                   "damp_stale": servers[0].strategy_stats.get(
+                                       "damp_stale", False)}))
     lost = [entry for r in servers[:1] for entry in r.strategy_stats.get("lost", [])]
     if lost:
         found.append(Metric("lost_workers", "workers", float(len(lost)), higher_is_better=False,

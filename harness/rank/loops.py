@@ -230,7 +230,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
                                                          "metric": target.metric})
         result.quality_history.append({"epoch": epoch, "step": step,
                                        "seconds": time.perf_counter() - started, **quality})
-        if target.reached(value):
+        if trainer.strategy.agree_to_stop(target.reached(value)):
             reached = True
             break
     elapsed = time.perf_counter() - started

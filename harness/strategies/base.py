@@ -235,6 +235,20 @@ class Strategy(ABC):
         """Whether this rank serves others (a parameter server) instead of taking steps."""
         return False
 
+    def agree_to_stop(self, reached: bool) -> bool:
+        """Rank 0's verdict on the quality target, for every rank (rank 0 logs and reports the
+        run). Ranks whose models differ between averages (localsgd, gossip) can judge apart,
+        and a rank that stopped alone leaves its peers waiting in a collective it never
+        joins: one 8-byte broadcast per evaluation."""
+        if not self.spec.distributed:
+            return reached
+        import torch.distributed as dist
+
+        verdict = torch.tensor([1 if reached else 0], dtype=torch.int64,
+                               device=self.place.device)
+        dist.broadcast(verdict, src=0)
+        return bool(verdict.item())
+
     def serve(self, progress: Callable[[str, int, int], None] | None = None,
               total_steps: int = 0) -> None:
         """A serving rank's work: answer the workers until they are all done."""

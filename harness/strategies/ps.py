@@ -199,6 +199,11 @@ class ParameterServerStrategy(Strategy):
     def serve(self, progress: Any = None, total_steps: int = 0) -> None:
         self.server.serve(progress, total_steps)
 
+    def agree_to_stop(self, reached: bool) -> bool:
+        """Each worker's own verdict: the servers take no part in a collective, and a worker
+        that stops tells them it is done, so the others go on without it."""
+        return reached
+
     def served_rounds(self) -> float:
         return self.server.rounds()
 

@@ -56,6 +56,7 @@ def test_servers_are_the_last_ranks_and_the_record_says_so(tmp_path: Path) -> No
     metrics = {m["name"]: m for m in record["metrics"]}
     assert metrics["comm_bytes"]["roles"] == ["worker", "worker", "server"]
     assert len(metrics["staleness"]["samples"]) == metrics["updates_per_s"]["updates"][0]
+    assert metrics["staleness"]["damp_stale"] is True  # the default rule, named in the record
     assert len(metrics["wait_fraction"]["per_worker"]) == 2
     assert record["spec"]["global_batch"] == 2 * record["spec"]["batch_per_rank"]
 

@@ -56,6 +56,36 @@ def run_check(tmp_path: Path, workload: str, entries: list[str], comm: str = "gl
     return json.loads(out.read_text())
 
 
+VERDICT = """
+import os, sys
+from types import SimpleNamespace
+import torch, torch.distributed as dist
+sys.path.insert(0, os.environ["CHECK_ROOT"])
+from harness.strategies.base import Strategy
+from harness.strategies.ps import PSAsync
+dist.init_process_group("gloo", init_method="env://")
+rank = dist.get_rank()
+stub = SimpleNamespace(spec=SimpleNamespace(distributed=True),
+                       place=SimpleNamespace(device=torch.device("cpu")))
+print(Strategy.agree_to_stop(stub, rank == 0), PSAsync.agree_to_stop(stub, rank == 0))
+dist.destroy_process_group()
+"""
+
+
+def test_every_rank_stops_on_rank_0s_verdict() -> None:
+    """Time-to-train: rank 0 saw the target and rank 1 (its localsgd replica not yet
+    averaged) did not; both stop, or rank 1 would wait in the next average forever (it did,
+    on lstm small). Parameter-server workers keep their own verdict (no collective)."""
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": "2", "CHECK_ROOT": str(ROOT), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", VERDICT], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), outputs
+    assert [out.split()[-2:] for out in outputs] == [["True", "True"], ["True", "False"]]
+
+
 def parameter_bytes(workload: str) -> float:
     from workloads import get_workload
     from workloads.flops import count_parameters
