@@ -26,6 +26,7 @@ import psutil
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
 from harness.run.losses import LossBook
+from harness.run.ranklogs import last_error_line, traceback_tail
 
 POLL_S = 0.2
 GRACE_S = 10.0
@@ -52,17 +53,6 @@ def _signal_name(code: int) -> str:
 # torchrun, mpirun and dtbench stop the ranks left after a failure, and gloo aborts a rank
 # (SIGABRT) whose peer vanished in the middle of a collective.
 CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
-
-
-def _first_traceback(lines: list[str]) -> list[str]:
-    """The first Python traceback in `lines`, down to its exception line ([] if none)."""
-    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
-    if not starts:
-        return []
-    block = lines[starts[0]:]
-    end = next((i + 1 for i, line in enumerate(block[1:], 1)
-                if line and not line.startswith(" ")), len(block))
-    return block[:end]
 
 
 def killed_by_cause(code: int) -> bool:
@@ -179,7 +169,8 @@ class Supervisor:
             self._start(commands, env)
             failure = self._watch()
             if failure is not None:
-                raise RunFailed(failure, self._traceback_tail(failure))
+                raise RunFailed(failure, traceback_tail(
+                    self.run_dir, [rank for _, rank in self.procs], failure))
             return self._results()
         finally:
             self._terminate()
@@ -325,7 +316,7 @@ class Supervisor:
             return f"{who}: {state.error}"
         if code < 0:
             return f"{who} killed by {_signal_name(code)}"
-        tail = self._log_tail()
+        tail = last_error_line(self.run_dir)
         return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
 
     def _all_ranks_succeeded(self) -> bool:
@@ -359,37 +350,6 @@ class Supervisor:
                 continue
         return kills
 
-    def _log_tail(self) -> str:
-        lines: list[str] = []
-        for path in sorted(self.run_dir.glob("launcher-*.log")):
-            try:
-                lines += [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-            except OSError:
-                continue
-        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-        return (errors or lines or [""])[-1].strip()[:300]
-
-    def _traceback_tail(self, failure: str, lines: int = 8) -> list[str]:
-        """The end of the traceback of the rank the failure names (or of the first rank that
-        has one): each local rank has its own log; under torchrun every line carries a
-        "[rankN]:" prefix in one log."""
-        named = re.match(r"rank (\d+)", failure)
-        rank = int(named.group(1)) if named else None
-        logs = {index: self.run_dir / f"launcher-{index}.log" for index in range(len(self.procs))}
-        order = sorted(logs, key=lambda index: self.procs[index][1] != rank)
-        for index in order:
-            try:
-                text = logs[index].read_text(errors="replace").splitlines()
-            except OSError:
-                continue
-            prefix = f"[rank{rank}]:"
-            own = [line[len(prefix):] for line in text if line.startswith(prefix)]
-            for candidate in (own, text):
-                block = _first_traceback(candidate)
-                if block:
-                    return [line.rstrip()[:300] for line in block[-lines:]]
-        return []
-
     def _hung_rank(self, states: dict[int, RankState]) -> str | None:
         timeout = self.launch.rank_timeout
         now = time.time()
@@ -415,7 +375,8 @@ class Supervisor:
         if not path.exists():
             if 0 not in self._local_ranks():
                 return None
-            raise RunFailed(f"ranks finished but rank 0 wrote no result: {self._log_tail()}")
+            raise RunFailed("ranks finished but rank 0 wrote no result: "
+                            f"{last_error_line(self.run_dir)}")
         return list(json.loads(path.read_text()))
 
     def _terminate(self) -> None:
