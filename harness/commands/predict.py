@@ -102,6 +102,9 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
     print(f"{first.facts.workload}/{first.facts.size} {first.precision}, batch {first.batch} "
           f"{'per rank' if first.scaling == 'weak' else 'global'} ({first.scaling} scaling)")
     print(f"compute: {first.compute.source}")
+    for measured in first.overheads.values():
+        print(f"{measured.strategy}'s own work: {measured.seconds * 1e3:.4g} ms a step "
+              f"({measured.source})")
     print(f"network: {first.network.description}, {first.network.algorithm} collectives")
     records, harness = [], harness_info()
     for strategy, ctx in prepared.contexts.items():
@@ -173,8 +176,14 @@ def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
 def calibration_command(args: argparse.Namespace) -> int:
     """The α-β fits with R² and per-size residuals, and the compute calibrations."""
     from harness.core.text import render_table, size_label
-    from harness.predict.calibration import comm_fits, compute_from_record, fit_table_rows
+    from harness.predict.calibration import (
+        PLAIN,
+        comm_fits,
+        compute_from_record,
+        fit_table_rows,
+    )
     from harness.predict.inputs import load_calibration
+    from harness.predict.overhead import measured_overheads
 
     warnings: list[str] = []
     records = load_calibration(_calibrate_from(args, ["results"]), warnings)
@@ -182,9 +191,11 @@ def calibration_command(args: argparse.Namespace) -> int:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
     fits = comm_fits(records)
     runs = sorted((r for r in records if r.get("status") == "success"
-                   and r["spec"].get("task") is None and r["spec"].get("world_size") == 1),
+                   and r["spec"].get("task") is None and r["spec"].get("world_size") == 1
+                   and r["spec"].get("strategy") in PLAIN),
                   key=lambda r: (r["spec"]["workload"], r["run_id"]))
     compute = [(r, compute_from_record(r)) for r in runs if _has_steps(r)]
+    overheads = measured_overheads(records)
     if not fits and not compute:
         raise UsageError(f"no dtbench comm or single-rank run records in "
                          f"{' '.join(args.calibrate_from or ['results'])}")
@@ -198,7 +209,12 @@ def calibration_command(args: argparse.Namespace) -> int:
                          **{k: r["spec"].get(k) for k in ("workload", "size", "precision",
                                                           "backend", "threads",
                                                           "batch_per_rank")}}
-                        for r, c in compute]}
+                        for r, c in compute],
+            "overheads": [{**dict(zip(("workload", "size", "precision", "backend"), key,
+                                      strict=True)),
+                           **{k: getattr(o, k) for k in (
+                               "strategy", "seconds", "strategy_step", "compute_step", "batch",
+                               "threads", "run_ids")}} for key, o in overheads]}
         write_atomic(Path(args.json_file), json.dumps(document, indent=1) + "\n")
     print("alpha-beta fits, t = alpha + beta * bytes (least squares weighted by 1/t):")
     print(render_table(("comm", "op", "ranks", "link", "alpha us", "beta ns/B", "GB/s", "R2",
@@ -215,7 +231,24 @@ def calibration_command(args: argparse.Namespace) -> int:
                                                           "batch_per_rank")]
                         + [f"{c.seconds_per_sample * 1e3:.4g}", r["run_id"]]
                         for r, c in compute]))
+    print("\nstrategies' own work per step: a single-rank run of the strategy (with --comm) "
+          "minus the compute at its batch, clipped at 0:")
+    if not overheads:
+        print("none measured: no single-rank fsdp, zero1 or tensor run with a process group")
+        return EXIT_OK
+    print(render_table(("workload", "size", "precision", "backend", "threads", "strategy",
+                        "batch", "strategy ms", "compute ms", "own work ms", "runs"),
+                       [[*key, str(o.threads), o.strategy, str(o.batch),
+                         f"{o.strategy_step * 1e3:.4g}", f"{o.compute_step * 1e3:.4g}",
+                         f"{o.seconds * 1e3:.4g}", " ".join(o.run_ids)]
+                        for key, o in overheads]))
     return EXIT_OK
+
+
+def _overhead_runs(ctx: Any, strategy: str) -> tuple[str, ...]:
+    """The single-rank runs that measured the strategy's own work, where they priced it."""
+    measured = ctx.overheads.get(strategy)
+    return measured.run_ids if measured is not None else ()
 
 
 def _has_steps(record: dict[str, Any]) -> bool:
@@ -244,7 +277,8 @@ def validate_command(args: argparse.Namespace, json_target: Any) -> int:
         harness = harness_info()
         records = [prediction_record(row.ctx, row.point, Provenance(
             comm=str(row.record["spec"].get("comm")), compute_runs=row.ctx.compute.run_ids,
-            created_at=row.record["created_at"], machine=row.record.get("machine", {})),
+            created_at=row.record["created_at"], machine=row.record.get("machine", {}),
+            overhead_runs=_overhead_runs(row.ctx, row.strategy)),
             harness, extra={"validation": {"measured_run_id": row.record["run_id"],
                                            "measured_step_time": row.measured,
                                            "error": row.error}})

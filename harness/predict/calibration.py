@@ -17,6 +17,7 @@ from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
 
 COMM_OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
+PLAIN = (None, "ddp")  # single-rank runs that are compute alone (no strategy, or ddp)
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ class ComputeCalibration:
     created_at: str
     source: str
     assumed: bool = False
+    scaled: bool = False  # from runs at other threads per rank, assuming linear scaling
 
     def quantile(self, q: float) -> float:
         """Seconds per sample at quantile q of the measured steps (the median without them)."""
@@ -194,7 +196,7 @@ class ComputeCalibration:
         return max(self.seconds_per_sample, self.quantile(0.5 ** (1 / ranks)))
 
 
-def _step_times(record: dict[str, Any]) -> list[float]:
+def step_times(record: dict[str, Any]) -> list[float]:
     for entry in record.get("metrics", []):
         if entry.get("name") == "step_time":
             samples = entry.get("samples") or []
@@ -211,7 +213,7 @@ def compute_from_record(record: dict[str, Any], threads: int | None = None,
     linearly when it ran on other threads per rank than `threads` (said in `source`)."""
     spec = record["spec"]
     batch = spec.get("batch_per_rank")
-    times = _step_times(record)
+    times = step_times(record)
     if not times or not isinstance(batch, int) or batch < 1:
         raise UsageError(f"{record['run_id']}: no step_time and batch to calibrate compute from")
     ran = spec.get("threads") if isinstance(spec.get("threads"), int) else None
@@ -222,27 +224,35 @@ def compute_from_record(record: dict[str, Any], threads: int | None = None,
         source += f", scaled x{scale:g} to {threads} thread(s): assumes linear thread scaling"
     return ComputeCalibration(statistics.median(per_sample), tuple(per_sample), batch,
                               threads or ran, (record["run_id"],), record["created_at"],
-                              source + note)
+                              source + note, scaled=scale != 1.0)
 
 
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _usable(record: dict[str, Any]) -> bool:
+def single_rank_run(record: dict[str, Any]) -> bool:
+    """A successful single-rank training run with step times and a per-rank batch."""
     spec = record["spec"]
     return (record.get("status") == "success" and spec.get("task") not in ("comm", "prediction")
             and spec.get("world_size") == 1 and _positive_int(spec.get("batch_per_rank"))
-            and bool(_step_times(record)))
+            and bool(step_times(record)))
+
+
+def _usable(record: dict[str, Any]) -> bool:
+    # Only plain or ddp runs measure compute: another strategy's single-rank run adds its own
+    # machinery (harness.predict.overhead measures that from it).
+    return single_rank_run(record) and record["spec"].get("strategy") in PLAIN
 
 
 def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: str,
                          precision: str, backend: str, threads: int | None = None,
                          batch: int | None = None) -> ComputeCalibration | None:
-    """The single-rank runs of the same workload, size, precision and backend that match
-    best: the same threads per rank (else the most), then the nearest batch. Runs tied on
-    both give the median of their medians, and their steps' spread around their own medians
-    (a shared host's slow hour moves a whole run, not one rank's steps). None when none."""
+    """The single-rank plain or ddp runs of the same workload, size, precision and backend
+    that match best: the same threads per rank (else the most), then the nearest batch. Runs
+    tied on both give the median of their medians, and their steps' spread around their own
+    medians (a shared host's slow hour moves a whole run, not one rank's steps). None when
+    none."""
     candidates = [r for r in records if _usable(r) and all(
         r["spec"].get(k) == v for k, v in (("workload", workload), ("size", size),
                                            ("precision", precision), ("backend", backend)))]
@@ -265,7 +275,8 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
     note = "" if len(parts) == 1 else f" and {len(parts) - 1} more run(s)"
     return ComputeCalibration(level, samples, parts[0].batch,
                               parts[0].threads, tuple(r["run_id"] for r in chosen),
-                              max(r["created_at"] for r in chosen), parts[0].source + note)
+                              max(r["created_at"] for r in chosen), parts[0].source + note,
+                              scaled=parts[0].scaled)
 
 
 def compute_from_rate(flops_per_sample: float, rate: float) -> ComputeCalibration:

@@ -2,12 +2,13 @@
 the batch and options) and what it returns (a step estimate)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
+from harness.predict.overhead import StrategyOverhead
 from workloads.layers import LayerFacts, layer_table
 
 PARAM_BYTES = 4  # fp32 master weights (autocast keeps them, and DDP's gradients, in fp32)
@@ -61,7 +62,8 @@ class Context:
 
     batch is per rank under weak scaling (every rank keeps it) and global under strong
     scaling (the ranks share it); options are the strategy's, defaults filled in;
-    core_sharing >= 1 slows compute when a node's ranks need more cores than it has.
+    core_sharing >= 1 slows compute when a node's ranks need more cores than it has;
+    overheads are the strategies' measured per-step work (harness.predict.overhead).
     """
 
     facts: WorkloadFacts
@@ -72,6 +74,7 @@ class Context:
     precision: str = "fp32"
     options: dict[str, Any] = field(default_factory=dict)
     core_sharing: float = 1.0
+    overheads: dict[str, StrategyOverhead] = field(default_factory=dict)
 
     @property
     def element_bytes(self) -> int:
@@ -90,6 +93,24 @@ class Context:
     def option(self, name: str) -> Any:
         return self.options[name]
 
+    def with_overhead(self, strategy: str, estimate: StepEstimate, missing: str = ""
+                      ) -> StepEstimate:
+        """The estimate plus the strategy's measured per-step work, said in its notes (or the
+        `missing` note when there is no measurement). That work is CPU time in each rank's own
+        process, so core sharing slows it as it slows compute; it is added as measured (the
+        median step), not as the slowest of n ranks: one run's steps do not separate its
+        spread from the compute's."""
+        measured = self.overheads.get(strategy)
+        if measured is None:
+            return replace(estimate, notes=(*estimate.notes, missing)) if missing else estimate
+        seconds = measured.seconds * self.core_sharing
+        note = f"{strategy}'s own work {seconds * 1e3:.1f} ms a step"
+        if self.core_sharing != 1:
+            note += f" ({measured.seconds * 1e3:.1f} ms x{self.core_sharing:g} core sharing)"
+        note += f": {measured.source}"
+        return replace(estimate, step_time=estimate.step_time + seconds, overhead=seconds,
+                       notes=(*estimate.notes, note))
+
 
 @dataclass(frozen=True)
 class StepEstimate:
@@ -103,6 +124,7 @@ class StepEstimate:
     volumes: dict[str, float]
     notes: tuple[str, ...] = ()
     bubble: float | None = None
+    overhead: float = 0.0  # the strategy's own measured per-step work (Context.with_overhead)
 
     @property
     def throughput(self) -> float:
@@ -115,8 +137,9 @@ class StepEstimate:
 
     @property
     def exposed_comm(self) -> float:
-        """The part of the step that is not compute: waiting on communication (and bubbles)."""
-        return max(0.0, self.step_time - self.compute_time)
+        """The part of the step that is neither compute nor the strategy's measured own work:
+        waiting on communication (and bubbles)."""
+        return max(0.0, self.step_time - self.compute_time - self.overhead)
 
     @property
     def dominant(self) -> str:

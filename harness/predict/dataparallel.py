@@ -12,6 +12,8 @@ from harness.strategies import volumes
 
 FIRST_BUCKET_BYTES = 2**20  # DDP closes its first bucket at 1 MiB, so reduction starts early
 COMPRESSION = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
+UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hooks) is not "
+                 "priced: no single-rank fsdp record (--comm gloo) to measure it")
 
 
 def gradient_scale(ctx: Context) -> float:
@@ -76,13 +78,15 @@ def ddp(ctx: Context, nodes: int) -> StepEstimate:
 
 def zero1(ctx: Context, nodes: int) -> StepEstimate:
     """ddp's step, then after the optimizer step every rank broadcasts its shard (P/n) of the
-    updated parameters: + n · broadcast(P/n), not overlapped."""
+    updated parameters: + n · broadcast(P/n), not overlapped; + ZeroRedundancyOptimizer's own
+    per-step work where a single-rank zero1 run measured it."""
     step = ddp(ctx, nodes)
     shards = nodes * ctx.network.time("broadcast", ctx.facts.param_bytes / nodes, nodes)
     comm = {**step.comm, "broadcast (parameter)": shards}
-    return StepEstimate(step.step_time + shards, step.samples_per_step, step.compute_time, comm,
-                        volumes.zero1(ctx.facts.param_bytes, nodes),
-                        ("the optimizer's own time is not divided by n",))
+    return ctx.with_overhead("zero1", StepEstimate(
+        step.step_time + shards, step.samples_per_step, step.compute_time, comm,
+        volumes.zero1(ctx.facts.param_bytes, nodes),
+        ("the optimizer's own time is not divided by n",)))
 
 
 def _units(ctx: Context) -> list[float]:
@@ -98,7 +102,10 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     """FSDP2 with one unit per block. forward = AG(first unit) + max(T_f, AG(other units));
     backward = [AG(last unit)] + max(T_b, [AG(other units)] + RS(all but the first unit))
     + RS(first unit): prefetching hides all but the first gather and the last reduce-scatter.
-    Gathers in the backward pass only when reshard_after_forward (the default)."""
+    Gathers in the backward pass only when reshard_after_forward (the default). + FSDP2's own
+    per-step work (copies into and out of the flat all-gather buffers, DTensor bookkeeping,
+    hooks) as a single-rank fsdp run measured it (harness.predict.overhead); without such a
+    run it is not priced, and a note says so."""
     samples = ctx.rank_batch(nodes)
     total, forward, backward = _phases(ctx, samples, nodes)
     units = _units(ctx) or [0.0]
@@ -110,8 +117,10 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
     comm = {"allgather (parameter)": sum(gather) * (2 if reshard else 1),
             "reducescatter (gradient)": sum(scatter)}
-    return StepEstimate(step_forward + step_backward, samples * nodes, total, comm,
-                        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard))
+    return ctx.with_overhead("fsdp", StepEstimate(
+        step_forward + step_backward, samples * nodes, total, comm,
+        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard)),
+        missing=UNPRICED_FSDP)
 
 
 def localsgd(ctx: Context, nodes: int) -> StepEstimate:

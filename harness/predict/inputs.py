@@ -19,6 +19,7 @@ from harness.predict.calibration import (
 from harness.predict.context import Context, workload_facts
 from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
+from harness.predict.overhead import overheads_from_records
 from harness.predict.records import EPOCH, Provenance
 from harness.records.inputs import load_inputs
 
@@ -111,17 +112,23 @@ def prepare(request: Request) -> Prepared:
     assumptions = [f"network: {network.description}"] if network.assumed else []
     if compute.assumed:
         assumptions.append(f"compute: {compute.source}")
+    overheads = {strategy: found for strategy, found in overheads_from_records(
+        records, compute, workload=request.workload, size=request.size,
+        precision=request.precision, backend=request.backend).items()
+        if strategy in request.strategies}
     created = [compute.created_at] if compute.created_at else []
     created += [r["created_at"] for r in records if r["run_id"] in comm_runs]
+    created += [found.created_at for found in overheads.values()]
     provenance = Provenance(
         comm=request.comm if request.network is None else "model",
         compute_runs=compute.run_ids, comm_runs=tuple(comm_runs),
         created_at=max(created, default=EPOCH),
         machine=dict(source.get("machine", {})) if source else {},
         software=dict(source.get("software", {})) if source else {},
-        assumptions=tuple(assumptions))
+        assumptions=tuple(assumptions),
+        overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
-                           options[s]) for s in request.strategies}
+                           options[s], overheads=overheads) for s in request.strategies}
     return Prepared(contexts, provenance, warnings)
 
 

@@ -73,15 +73,17 @@ def _fc_share(ctx: Context) -> float:
 def tensor(ctx: Context, nodes: int) -> StepEstimate:
     """tp = n ranks see the same batch: the FC layers' compute is divided by tp, the rest is
     replicated; each split layer's collectives (volumes.tp_layer_collectives) are added,
-    not overlapped: step = T·(1 - f) + T·f/tp + Σ collectives (f: the FC layers' FLOP share)."""
+    not overlapped: step = T·(1 - f) + T·f/tp + Σ collectives (f: the FC layers' FLOP share)
+    + DTensor's own per-step work where a single-rank tensor run measured it."""
     layers = _split_layers(ctx, batch_sharded_input=False)
     whole = ctx.compute_time(ctx.batch, nodes)
     share = _fc_share(ctx)
     compute = whole * (1 - share) + whole * share / nodes
     comm = _tp_comm(ctx, layers, ctx.batch, nodes)
-    return StepEstimate(compute + comm, ctx.batch, compute, {"tensor-parallel (activation)": comm},
-                        volumes.tensor(ctx.facts.param_bytes, nodes, layers=layers,
-                                       batch=ctx.batch, element_bytes=ctx.element_bytes))
+    return ctx.with_overhead("tensor", StepEstimate(
+        compute + comm, ctx.batch, compute, {"tensor-parallel (activation)": comm},
+        volumes.tensor(ctx.facts.param_bytes, nodes, layers=layers, batch=ctx.batch,
+                       element_bytes=ctx.element_bytes)))
 
 
 def dp_tp(ctx: Context, nodes: int) -> StepEstimate:

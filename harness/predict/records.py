@@ -32,6 +32,7 @@ class Provenance:
     machine: dict[str, Any] = field(default_factory=dict)
     software: dict[str, Any] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
+    overhead_runs: tuple[str, ...] = ()  # single-rank runs that measured a strategy's own work
 
 
 CALIBRATION_FIELDS = ("compute", "compute_assumed", "global_batch")
@@ -93,6 +94,10 @@ def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
                 for kind, value in estimate.volumes.items()]
     if estimate.bubble is not None:
         metrics.append(Metric("bubble_fraction", "1", estimate.bubble, False))
+    if estimate.overhead > 0:
+        metrics.append(Metric("strategy_overhead", "s", estimate.overhead, False,
+                              extra={"meaning": "the strategy's own per-step work, measured "
+                                                "by a single-rank run of it"}))
     return metrics
 
 
@@ -102,14 +107,17 @@ def prediction_record(ctx: Context, point: Point, provenance: Provenance,
     """One point as a record: success with metrics, or skipped saying why it has none."""
     spec = prediction_spec(ctx, point, provenance.comm)
     estimate = point.estimate
+    calibration: dict[str, list[str]] = {"compute": list(provenance.compute_runs),
+                                         "comm": list(provenance.comm_runs)}
+    if provenance.overhead_runs:
+        calibration["overhead"] = list(provenance.overhead_runs)
     details = {
         "model_version": MODEL_VERSION,
         "dominant": estimate.dominant if estimate else None,
         "comm_overtakes_compute": point.comm_overtakes_compute,
         "notes": list(estimate.notes) if estimate else [],
         "assumptions": list(provenance.assumptions),
-        "calibration": {"compute": list(provenance.compute_runs),
-                        "comm": list(provenance.comm_runs)},
+        "calibration": calibration,
     }
     digest = _digest({"spec": spec, "details": details, "extra": extra or {}})
     # Two predictions of the same configuration match in `compare` whatever calibrated them.

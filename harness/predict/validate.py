@@ -6,6 +6,8 @@ Records without spec.strategy ran DistributedDataParallel: strategy `ddp`, with 
 bucket size and compression. Records with spec.strategy and spec.strategy_options are
 predicted with that strategy's model; the link (nnodes, a rate in spec.env or
 machine.interconnect) picks the comm calibration of the same link where one exists.
+Single-rank runs are calibration, never predicted: the plain or ddp ones measure compute, a
+strategy's own (fsdp at one rank) its per-step work (harness.predict.overhead).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.model import ALIASES, MODELS, Point, predict, strategy_options
+from harness.predict.overhead import overheads_from_records
 from harness.records.record import metric
 
 GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
@@ -157,8 +160,14 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
         notes.append(f"comm calibrated on {used[0].link}, run on {link}")
     if "scaled" in compute.source:
         notes.append("compute scaled from another thread count")
+    overheads = overheads_from_records(calibration, compute, workload=facts.workload,
+                                       size=facts.size, precision=str(spec.get("precision")),
+                                       backend=str(spec.get("backend")))
+    if strategy in overheads:
+        notes.append(f"{strategy}'s own work {overheads[strategy].seconds * 1e3:.1f} ms a step, "
+                     "measured at 1 rank")
     ctx = Context(facts, compute, network, int(spec["batch_per_rank"]), "weak",
-                  str(spec.get("precision")), options, sharing)
+                  str(spec.get("precision")), options, sharing, overheads)
     point = predict(ctx, strategy, [int(spec["world_size"])])[0]
     if point.estimate is None:
         notes.append(point.reason)
@@ -225,16 +234,19 @@ def validation_markdown(rows: list[ValidationRow], command: str) -> str:
              _md_row(list(HEADER)),
              "|" + "|".join("---:" if name in numeric else "---" for name in HEADER) + "|"]
     lines += [_md_row(cells) for cells in table_rows(rows)]
+    estimates = [(row, row.point.estimate) for row in rows
+                 if row.point is not None and row.point.estimate is not None]
+    # The column of the strategies' measured own work appears only where one was priced.
+    own = any(estimate.overhead > 0 for _, estimate in estimates)
     lines += ["", summary(rows) + ".", "", "## Where the predicted step goes (ms)", "",
-              "| run | compute | communication | predicted | measured |",
-              "|---|---:|---|---:|---:|"]
-    for row in rows:
-        estimate = row.point.estimate if row.point else None
-        if estimate is None:
-            continue
+              "| run | compute | communication |" + (" strategy's own work |" if own else "")
+              + " predicted | measured |", "|---|---:|---|" + ("---:|" if own else "")
+              + "---:|---:|"]
+    for row, estimate in estimates:
         comm = ", ".join(f"{label} {seconds * 1e3:.2f}" for label, seconds in
                          estimate.comm.items())
-        lines.append(_md_row([row.record["run_id"], f"{estimate.compute_time * 1e3:.1f}",
-                              comm or "-", f"{estimate.step_time * 1e3:.1f}",
+        cells = [row.record["run_id"], f"{estimate.compute_time * 1e3:.1f}", comm or "-"]
+        cells += [f"{estimate.overhead * 1e3:.1f}"] if own else []
+        lines.append(_md_row([*cells, f"{estimate.step_time * 1e3:.1f}",
                               f"{(row.measured or 0) * 1e3:.1f}"]))
     return "\n".join(lines) + "\n"

@@ -53,6 +53,32 @@ def test_validate_and_calibration(store: Path, capsys: pytest.CaptureFixture[str
     assert main(["predict", "--calibration", "--calibrate-from", str(store)]) == 0
     out = capsys.readouterr().out
     assert "gloo  allreduce" in out and "residuals gloo allreduce x2" in out and "single" in out
+    assert "none measured: no single-rank fsdp" in out
+
+
+def test_fsdp_own_work_is_listed_and_priced(store: Path, tmp_path: Path, run_record,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    fsdp1 = run_record([0.40] * 3, comm="gloo", strategy="fsdp", run_id="fsdp1")
+    (store / "fsdp1.json").write_text(json.dumps(fsdp1))
+    assert main(["predict", "--calibration", "--calibrate-from", str(store)]) == 0
+    out = capsys.readouterr().out
+    listing = out[out.index("strategies' own work"):]
+    assert "fsdp1" not in out[:out.index("strategies' own work")]  # not a compute run
+    assert "fsdp" in listing and "400" in listing and "320" in listing and "80" in listing
+    assert main(["predict", "hep_cnn", "--calibrate-from", str(store), "--strategy", "fsdp",
+                 "--nodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "fsdp's own work: 80 ms a step (fsdp at 1 rank 400.0 ms - compute 320.0 ms" in out
+    fsdp2 = run_record([0.45] * 3, world_size=2, comm="gloo", strategy="fsdp", run_id="fsdp2")
+    (store / "fsdp2.json").write_text(json.dumps(fsdp2))
+    target = tmp_path / "v.json"
+    assert main(["predict", "--validate", str(store), "--json", str(target)]) == 0
+    out = capsys.readouterr().out
+    assert "fsdp's own work 80.0 ms a step, measured at 1 rank" in out
+    assert "fsdp1" not in out.split("predictions within")[0]  # calibration, not a row
+    by_run = {r["validation"]["measured_run_id"]: r for r in json.loads(target.read_text())}
+    assert by_run["fsdp2"]["prediction"]["calibration"]["overhead"] == ["fsdp1"]
+    assert "overhead" not in by_run["ddp2"]["prediction"]["calibration"]
 
 
 @pytest.mark.parametrize(("extra", "message"), [

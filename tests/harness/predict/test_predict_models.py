@@ -3,6 +3,7 @@ rate and a made-up link (α = 1 ms, β = 10 ns/B); and the limits of free commun
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -10,8 +11,10 @@ from harness.core.errors import UnknownNameError, UsageError
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.context import Context, WorkloadFacts
 from harness.predict.costs import Link
+from harness.predict.dataparallel import UNPRICED_FSDP
 from harness.predict.model import MODELS, parse_option_pairs, predict, strategy_options
 from harness.predict.network import uniform
+from harness.predict.overhead import StrategyOverhead
 from harness.predict.records import Provenance, prediction_record
 from workloads.layers import LayerFacts
 
@@ -141,3 +144,73 @@ def test_prediction_records_are_reproducible() -> None:
     assert metrics["comm_bytes_gradient"] == pytest.approx(P)  # ring on 2: 2(n-1)/n P = P
     assert metrics["step_time"] == pytest.approx(points[1].estimate.step_time)
     assert len({r["run_id"] for r in made[0]}) == 3
+
+
+def own_work(seconds: float, strategy: str = "fsdp") -> StrategyOverhead:
+    """As a single-rank run of `strategy` taking T + `seconds` a step would measure it."""
+    return StrategyOverhead(strategy, seconds, T + seconds, T, 10, 1, ("one-rank",),
+                            "2026-01-01T00:00:00Z")
+
+
+def test_fsdp_adds_its_measured_own_work() -> None:
+    bare = [p.estimate for p in predict(ctx("fsdp"), "fsdp", [1, 2])]
+    assert all(e is not None and UNPRICED_FSDP in e.notes for e in bare)
+    measured = replace(ctx("fsdp"), overheads={"fsdp": own_work(0.05)})
+    one, two = (p.estimate for p in predict(measured, "fsdp", [1, 2]))
+    assert one is not None and two is not None and bare[1] is not None
+    # one rank: the single-rank fsdp run's step itself; two: the step as before + 50 ms
+    assert one.step_time == pytest.approx(T + 0.05)
+    assert two.step_time == pytest.approx(bare[1].step_time + 0.05)
+    assert two.overhead == pytest.approx(0.05) and two.comm == bare[1].comm
+    assert two.exposed_comm == pytest.approx(bare[1].exposed_comm)  # not communication
+    assert UNPRICED_FSDP not in two.notes
+    assert any(note.startswith("fsdp's own work 50.0 ms a step: fsdp at 1 rank 150.0 ms")
+               for note in two.notes)
+
+
+def test_core_sharing_slows_the_own_work_as_it_slows_compute() -> None:
+    crowded = replace(ctx("fsdp"), core_sharing=2.0)
+    (bare,) = predict(crowded, "fsdp", [2])
+    (measured,) = predict(replace(crowded, overheads={"fsdp": own_work(0.05)}), "fsdp", [2])
+    assert bare.estimate is not None and measured.estimate is not None
+    assert measured.estimate.step_time == pytest.approx(bare.estimate.step_time + 0.10)
+    assert any("(50.0 ms x2 core sharing)" in note for note in measured.estimate.notes)
+
+
+def test_an_own_work_clipped_to_zero_changes_nothing_but_the_note() -> None:
+    (bare,) = predict(ctx("fsdp"), "fsdp", [2])
+    (zero,) = predict(replace(ctx("fsdp"), overheads={"fsdp": own_work(0.0)}), "fsdp", [2])
+    assert bare.estimate is not None and zero.estimate is not None
+    assert zero.estimate.step_time == bare.estimate.step_time and zero.estimate.overhead == 0
+    assert UNPRICED_FSDP not in zero.estimate.notes
+
+
+def test_each_strategy_adds_only_its_own_work() -> None:
+    overheads = {"fsdp": own_work(0.05), "ddp": own_work(0.05, "ddp")}
+    for strategy in ("ddp", "zero1", "tensor", "pipeline", "localsgd"):
+        (bare,) = predict(ctx(strategy), strategy, [2])
+        (other,) = predict(replace(ctx(strategy), overheads=overheads), strategy, [2])
+        assert bare.estimate is not None and other.estimate is not None
+        assert other.estimate.step_time == bare.estimate.step_time, strategy
+        assert UNPRICED_FSDP not in other.estimate.notes, strategy
+    for strategy in ("zero1", "tensor"):
+        (bare,) = predict(ctx(strategy), strategy, [2])
+        (own,) = predict(replace(ctx(strategy), overheads={strategy: own_work(0.04, strategy)}),
+                         strategy, [2])
+        assert bare.estimate is not None and own.estimate is not None
+        assert own.estimate.step_time == pytest.approx(bare.estimate.step_time + 0.04), strategy
+
+
+def test_prediction_records_name_the_own_work_runs() -> None:
+    context = replace(ctx("fsdp"), overheads={"fsdp": own_work(0.05)})
+    (point,) = predict(context, "fsdp", [2])
+    provenance = Provenance("gloo", ("calib",), ("comm-1",), "2026-01-01T00:00:00Z",
+                            overhead_runs=("one-rank",))
+    record = prediction_record(context, point, provenance, {"version": "0"})
+    assert record["prediction"]["calibration"]["overhead"] == ["one-rank"]
+    metrics = {m["name"]: m["value"] for m in record["metrics"]}
+    assert metrics["strategy_overhead"] == pytest.approx(0.05)
+    plain = prediction_record(ctx("ddp"), predict(ctx("ddp"), "ddp", [2])[0],
+                              Provenance("gloo"), {"version": "0"})
+    assert "overhead" not in plain["prediction"]["calibration"]
+    assert "strategy_overhead" not in {m["name"] for m in plain["metrics"]}

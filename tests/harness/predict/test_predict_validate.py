@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.predict.validate import core_sharing, summary, table_rows, validate
+from harness.predict.validate import (
+    core_sharing,
+    summary,
+    table_rows,
+    validate,
+    validation_markdown,
+)
 
 HEP_SMALL_BYTES = 149_634 * 4  # hep_cnn small: one DDP bucket (under the 1 MiB first cap)
 
@@ -80,3 +86,24 @@ def test_forward_drift_separates_compute_error_from_communication(run_record,
     bare = run_record([0.32] * 5, threads=1, batch=32, run_id="single")
     (row,) = validate([ddp], [bare, *calibration[1:]])
     assert row.forward_drift is None
+
+
+def test_fsdp_is_priced_with_its_single_rank_run(run_record, calibration) -> None:
+    """The 1-rank fsdp run (gloo, the same thread) is calibration: never a row, and its
+    0.40 s step less the compute's 0.32 s at batch 32 adds 80 ms to the 2-rank fsdp step."""
+    fsdp2 = run_record([0.45] * 5, world_size=2, comm="gloo", strategy="fsdp", run_id="fsdp2")
+    fsdp1 = run_record([0.40] * 5, comm="gloo", strategy="fsdp", run_id="fsdp1")
+    (bare,) = validate([fsdp2, fsdp1], calibration)
+    (priced,) = validate([fsdp2, fsdp1], [*calibration, fsdp1])
+    assert bare.record["run_id"] == priced.record["run_id"] == "fsdp2"
+    assert bare.predicted is not None and priced.predicted is not None
+    assert priced.predicted == pytest.approx(bare.predicted + 0.08)
+    assert bare.note == "" and priced.note == "fsdp's own work 80.0 ms a step, measured at 1 rank"
+    assert priced.point is not None and priced.point.estimate is not None
+    assert priced.point.estimate.overhead == pytest.approx(0.08)
+    # the published table's layout holds where nothing is priced; a column appears where it is
+    assert "| run | compute | communication | predicted | measured |" in \
+        validation_markdown([bare], "cmd")
+    markdown = validation_markdown([priced], "cmd")
+    assert "| run | compute | communication | strategy's own work | predicted | measured |" \
+        in markdown and "| 80.0 |" in markdown
