@@ -9,8 +9,9 @@ its prediction from the store's own calibration records, with the error and what
 - one node: hep_cnn and lstm (small) on 1 and 2 ranks over gloo and MPI, the single-rank runs
   at one thread per rank that multi-rank runs are calibrated against, 4 ranks over gloo and
   MPI (oversubscribed on 2 cores: labelled by the table's note), the strategies fsdp and
-  pipeline at 2 ranks and ps-sync at 3 (one server, two workers), and `dtbench comm` sweeps
-  of the same backends and world sizes;
+  pipeline at 2 ranks and ps-sync at 3 (one server, two workers), fsdp at 1 rank over gloo
+  at one thread (its own per-step work, harness/predict/overhead.py: calibration, not a row
+  of the table), and `dtbench comm` sweeps of the same backends and world sizes;
 - two hosts (needs root: two network namespaces joined by a veth, see
   tests/distributed/netns.py): hep_cnn small over torchrun+gloo, one rank per host, with the
   link uncapped and capped by `tc tbf` at 1 Gbit/s, 200 Mbit/s and 50 Mbit/s, each beside an
@@ -51,6 +52,9 @@ def measurements(store: str) -> list[list[str]]:
         [*run, "-n", "4", "--threads", "1", "--comm", "gloo"],
         [*run, "-n", "4", "--threads", "1", "--comm", "mpi", "--launcher", "mpirun"],
         [*run, "-n", "2", "--comm", "gloo", "--strategy", "fsdp", "--strategy", "pipeline"],
+        # fsdp's own per-step work, measured at one rank (calibration, not predicted): the
+        # process group makes FSDP2 shard (without --comm the strategy leaves the model alone)
+        [*run, "-n", "1", "--threads", "1", "--comm", "gloo", "--strategy", "fsdp"],
         [*run, "-n", "3", "--threads", "1", "--comm", "gloo", "--strategy", "ps-sync"],
         [*comm, "--comm", "gloo", "-n", "2", "--op", OPS],
         [*comm, "--comm", "mpi", "--launcher", "mpirun", "-n", "2", "--op", OPS],
