@@ -33,7 +33,10 @@ def staleness(context: CollectContext) -> list[Metric]:
                                                   "every server",
                                    # stale gradients applied at 1/(1 + staleness) of the rate
                                    "damp_stale": servers[0].strategy_stats.get(
-                                       "damp_stale", False)}))
+                                       "damp_stale", False),
+                                   # the servers' SGD momentum (None: not an SGD optimizer)
+                                   "server_momentum": servers[0].strategy_stats.get(
+                                       "momentum")}))
     lost = [entry for r in servers[:1] for entry in r.strategy_stats.get("lost", [])]
     if lost:
         found.append(Metric("lost_workers", "workers", float(len(lost)), higher_is_better=False,

@@ -47,6 +47,10 @@ class Hybrid(ParameterServerStrategy):
                              f"{cls.servers(spec)} server(s))")
 
     @classmethod
+    def pushers(cls, spec: RunSpec) -> int:
+        return int(cls.option_value(spec, "groups"))  # one leader per group
+
+    @classmethod
     def group_size(cls, spec: RunSpec) -> int:
         return cls.workers(spec) // int(cls.option_value(spec, "groups"))
 

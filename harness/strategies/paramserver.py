@@ -292,7 +292,8 @@ class Server:
                 if elapsed > 0 else 0.0, "pushes": self.stats.pushes,
                 "fetches": self.stats.fetches, "worker_steps": dict(sorted(
                     (str(k), v) for k, v in self.steps_of.items())),
-                "lost": self.stats.lost, "damp_stale": self.damp_stale}
+                "lost": self.stats.lost, "damp_stale": self.damp_stale,
+                "momentum": self.optimizer.param_groups[0].get("momentum")}
 
     def rounds(self) -> float:
         """Steps per worker served (the mean over clients): the server's bytes per round are

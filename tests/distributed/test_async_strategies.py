@@ -57,6 +57,8 @@ def test_servers_are_the_last_ranks_and_the_record_says_so(tmp_path: Path) -> No
     assert metrics["comm_bytes"]["roles"] == ["worker", "worker", "server"]
     assert len(metrics["staleness"]["samples"]) == metrics["updates_per_s"]["updates"][0]
     assert metrics["staleness"]["damp_stale"] is True  # the default rule, named in the record
+    # two pushers: the workload's momentum 0.9 becomes 1 - 2(1 - 0.9) on the server
+    assert metrics["staleness"]["server_momentum"] == pytest.approx(0.8)
     assert len(metrics["wait_fraction"]["per_worker"]) == 2
     assert record["spec"]["global_batch"] == 2 * record["spec"]["batch_per_rank"]
 

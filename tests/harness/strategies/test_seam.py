@@ -102,7 +102,7 @@ def test_parameter_servers_take_their_own_momentum() -> None:
     assert given.key() != default.key()
     model = nn.Linear(4, 2)
     recipe = SimpleNamespace(build_optimizer=lambda params: torch.optim.SGD(
-        params, lr=0.1, momentum=0.9))
+        params, lr=0.1, momentum=0.9), optimizer_kwargs={"lr": 0.1, "momentum": 0.9})
     for spec, expected in ((given, 0.5), (default, 0.9)):
         server = cls.__new__(cls)
         server.spec, server.recipe = spec, recipe
@@ -112,3 +112,46 @@ def test_parameter_servers_take_their_own_momentum() -> None:
         o.name for o in STRATEGIES.get("ddp").options}
     with pytest.raises(UsageError, match="momentum=1 must be below 1"):
         plan(strategy="ps-async", strategy_options={"momentum": "1"}, nproc=3)
+
+
+def _server_momentum(name: str, nproc: int, recipe_momentum: float | None = 0.9,
+                     **options: str) -> float:
+    from types import SimpleNamespace
+
+    kwargs = {"lr": 0.1} if recipe_momentum is None else {"lr": 0.1,
+                                                          "momentum": recipe_momentum}
+    cls = STRATEGIES.get(name)
+    server = cls.__new__(cls)
+    server.spec = plan(strategy=name, strategy_options=options, nproc=nproc)
+    server.recipe = SimpleNamespace(build_optimizer=lambda params: torch.optim.SGD(
+        params, **kwargs), optimizer_kwargs=kwargs)
+    (group,) = server.server_optimizer(list(nn.Linear(4, 2).parameters())).param_groups
+    return float(group["momentum"])
+
+
+def test_asynchronous_rules_default_to_less_momentum_the_more_pushers() -> None:
+    """ps-async, downpour and hybrid default to max(0, 1 - P(1 - mu)) for P independent
+    pushers (workers; hybrid's groups): the workload's momentum for one, less for more; the
+    synchronous and bounded rules (ps-sync, ssp) keep the workload's; momentum=M wins."""
+    from harness.strategies.ps import async_momentum
+
+    assert async_momentum(0.9, 1) == pytest.approx(0.9)
+    assert async_momentum(0.9, 2) == pytest.approx(0.8)
+    assert async_momentum(0.9, 4) == pytest.approx(0.6)
+    assert async_momentum(0.9, 10) == 0.0 and async_momentum(0.9, 20) == 0.0
+    assert async_momentum(0.0, 3) == 0.0
+    # 1 server + 2 workers
+    assert _server_momentum("ps-async", 3) == pytest.approx(0.8)
+    assert _server_momentum("downpour", 3) == pytest.approx(0.8)
+    assert _server_momentum("ps-async", 2) == pytest.approx(0.9)  # one worker: unchanged
+    assert _server_momentum("ps-async", 5) == pytest.approx(0.6)  # four workers
+    assert _server_momentum("ps-async", 5, servers="2") == pytest.approx(0.7)  # three
+    # hybrid: one leader per group pushes
+    assert _server_momentum("hybrid", 3) == pytest.approx(0.8)  # two groups of one
+    assert _server_momentum("hybrid", 3, groups="1") == pytest.approx(0.9)
+    assert _server_momentum("hybrid", 5, groups="2") == pytest.approx(0.8)
+    # synchronous and bounded rules, the option, and a recipe without momentum
+    assert _server_momentum("ps-sync", 3) == pytest.approx(0.9)
+    assert _server_momentum("ssp", 3, s="1") == pytest.approx(0.9)
+    assert _server_momentum("ps-async", 3, momentum="0.9") == pytest.approx(0.9)
+    assert _server_momentum("ps-async", 3, recipe_momentum=None) == 0.0
