@@ -102,7 +102,8 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     """FSDP2 with one unit per block. forward = AG(first unit) + max(T_f, AG(other units));
     backward = [AG(last unit)] + max(T_b, [AG(other units)] + RS(all but the first unit))
     + RS(first unit): prefetching hides all but the first gather and the last reduce-scatter.
-    Gathers in the backward pass only when reshard_after_forward (the default). + FSDP2's own
+    Gathers in the backward pass only when reshard_after_forward (the default). Without
+    overlap (option overlap=0): forward = T_f + ΣAG, backward = T_b + [ΣAG] + ΣRS. + FSDP2's own
     per-step work (copies into and out of the flat all-gather buffers, DTensor bookkeeping,
     hooks) as a single-rank fsdp run measured it (harness.predict.overhead); without such a
     run it is not priced, and a note says so."""
@@ -112,9 +113,13 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     gather = [ctx.network.time("allgather", size, nodes) for size in units]
     scatter = [ctx.network.time("reducescatter", size, nodes) for size in units]
     reshard = bool(ctx.options.get("reshard_after_forward", True))
-    step_forward = gather[0] + max(forward, sum(gather[1:]))
     hidden = (sum(gather[:-1]) if reshard else 0.0) + sum(scatter[1:])
-    step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
+    if bool(ctx.options.get("overlap", True)):
+        step_forward = gather[0] + max(forward, sum(gather[1:]))
+        step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
+    else:
+        step_forward = forward + sum(gather)
+        step_backward = backward + (gather[-1] if reshard else 0.0) + hidden + scatter[0]
     comm = {"allgather (parameter)": sum(gather) * (2 if reshard else 1),
             "reducescatter (gradient)": sum(scatter)}
     return ctx.with_overhead("fsdp", StepEstimate(

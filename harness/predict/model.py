@@ -22,7 +22,7 @@ MODELS: dict[str, Model] = {
 _DDP = {"bucket_mb": 25, "overlap": True, "compression": "none"}
 # strategy -> option -> default (its type is the type of the default)
 OPTIONS: dict[str, dict[str, Any]] = {
-    "ddp": _DDP, "zero1": _DDP, "fsdp": {"reshard_after_forward": True},
+    "ddp": _DDP, "zero1": _DDP, "fsdp": {"reshard_after_forward": True, "overlap": True},
     "localsgd": {"period": 8, "subgroup": 1, "overlap": True}, "ps-sync": {"servers": 1},
     "ps-async": {"servers": 1}, "downpour": {"servers": 1, "n_fetch": 1, "n_push": 1},
     "ssp": {"servers": 1, "staleness": 0}, "hogwild": {}, "gossip": {"neighbours": 2},

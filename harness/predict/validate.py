@@ -112,16 +112,42 @@ def _given_options(spec: dict[str, Any], strategy: str) -> dict[str, Any]:
     return given
 
 
-def core_sharing(record: dict[str, Any]) -> float:
-    """How many times over a node's ranks ask for its cores (1 when they fit): ranks x
-    threads / usable CPUs of the record's machine."""
+def computing_ranks(record: dict[str, Any]) -> Any:
+    """A node's ranks that run the model: on one node, all but the parameter servers the
+    record names (comm_bytes' roles). A server holds no model: between a round's pushes it
+    waits, and applies one optimizer step to its shard, so it does not compete for a core."""
+    spec = record["spec"]
+    ranks = spec.get("nproc_per_node")
+    roles = next((m.get("roles") for m in record.get("metrics", [])
+                  if m.get("name") == "comm_bytes"), None)
+    if spec.get("nnodes") == 1 and isinstance(roles, list) and len(roles) == ranks:
+        return sum(1 for role in roles if role != "server")
+    return ranks
+
+
+def core_demand(record: dict[str, Any]) -> float | None:
+    """Computing ranks (computing_ranks) x threads / usable CPUs of the record's machine: how
+    much of a node's cores the model's compute asks for (None where the record lacks one)."""
     spec, machine = record["spec"], record.get("machine", {})
-    ranks, threads = spec.get("nproc_per_node"), spec.get("threads")
+    ranks, threads = computing_ranks(record), spec.get("threads")
     cpus = machine.get("cpus_usable") or machine.get("cpu_cores")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
                for v in (ranks, threads, cpus)):
-        return 1.0
-    return max(1.0, ranks * threads / cpus)
+        return None
+    return ranks * threads / cpus
+
+
+def core_sharing(record: dict[str, Any]) -> float:
+    """How many times over a node's ranks ask for its cores (1 when they fit)."""
+    return max(1.0, core_demand(record) or 1.0)
+
+
+def cores_full(record: dict[str, Any]) -> bool:
+    """A CPU run whose compute keeps every core of its node busy: gloo and MPI move and reduce
+    the bytes on those same cores, so communication takes its time from compute instead of
+    hiding behind it (a GPU computes while its copy engines and NCCL's kernels communicate)."""
+    demand = core_demand(record)
+    return record["spec"].get("backend") == "cpu" and demand is not None and demand >= 1
 
 
 def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits: list[Fit],
@@ -152,6 +178,10 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
                      - {k for k, v in ALIASES.items() if v in options})
     if ignored:
         notes.append(f"options not modelled: {', '.join(ignored)}")
+    if "overlap" in options and "overlap" not in _given_options(spec, strategy) \
+            and cores_full(record):
+        options = {**options, "overlap": False}
+        notes.append("every core computing: communication not overlapped")
     sharing = core_sharing(record)
     if sharing > 1:
         notes.append(f"{spec.get('nproc_per_node')} ranks x {threads} thread(s) on "

@@ -214,3 +214,15 @@ def test_prediction_records_name_the_own_work_runs() -> None:
                               Provenance("gloo"), {"version": "0"})
     assert "overhead" not in plain["prediction"]["calibration"]
     assert "strategy_overhead" not in {m["name"] for m in plain["metrics"]}
+
+
+def test_fsdp_without_overlap_adds_every_collective() -> None:
+    """overlap=0 (what validation sets where the compute fills every CPU core): each unit's
+    all-gather twice (forward and, resharded, backward) and its reduce-scatter add to T. On 2
+    ranks a ring all-gather/reduce-scatter of S bytes is α + S/2·β: conv 1 MB -> 6 ms, fc
+    1.2012 MB -> 7.006 ms; overlapped, the step hides all but AG(conv), AG(fc) and RS(conv)."""
+    conv, fc = 1e-3 + 500_000 * 1e-8, 1e-3 + 600_600 * 1e-8
+    assert step("fsdp", 2, overlap="0") == pytest.approx(T + 3 * (conv + fc))
+    hidden = conv + max(T_F, fc) + fc + max(T_B, conv + fc) + conv
+    assert step("fsdp", 2) == pytest.approx(hidden)
+    assert step("fsdp", 1, overlap="0") == pytest.approx(T)  # one rank: nothing to move

@@ -59,6 +59,47 @@ def test_ranks_sharing_cores_slow_compute(run_record) -> None:
     assert core_sharing(run_record([1.0], world_size=2, threads=2)) == 1.0
 
 
+def test_communication_is_not_overlapped_where_compute_fills_the_cores(run_record) -> None:
+    """2 ranks x 1 thread on 2 CPUs: full, so the models' overlap is off (a note says so);
+    2 ranks x 1 thread on 4 CPUs: not; a GPU run never."""
+    from harness.predict.validate import cores_full
+
+    full = run_record([1.0], world_size=2, threads=1)
+    full["machine"]["cpus_usable"] = 2
+    assert cores_full(full)
+    roomy = run_record([1.0], world_size=2, threads=1)
+    roomy["machine"]["cpus_usable"] = 4
+    assert not cores_full(roomy)
+    gpu = run_record([1.0], world_size=2, threads=1, backend="cuda")
+    gpu["machine"]["cpus_usable"] = 2
+    assert not cores_full(gpu)
+
+
+def test_parameter_servers_do_not_share_the_cores(run_record) -> None:
+    """3 ranks x 1 thread on 2 CPUs: x1.5 for ranks that all compute, x1 when the record
+    names one of them a server (it runs no model); roles that do not match the ranks, or a
+    run over several nodes (where the servers sit is not recorded), count every rank."""
+    def with_roles(record: dict, roles: list[str]) -> dict:
+        record["metrics"].append({"name": "comm_bytes", "unit": "B", "value": 0.0,
+                                  "roles": roles})
+        return record
+
+    def three(**spec: object) -> dict:
+        record = run_record([1.0], world_size=3, threads=1, **spec)
+        record["machine"]["cpus_usable"] = 2
+        return record
+
+    assert core_sharing(three()) == 1.5
+    assert core_sharing(with_roles(three(), ["worker", "worker", "server"])) == 1.0
+    assert core_sharing(with_roles(three(), ["worker", "server"])) == 1.5
+    assert core_sharing(with_roles(three(nnodes=3, nproc_per_node=1),
+                                   ["worker", "worker", "server"])) == 1.0  # 1 rank a node
+    crowded = with_roles(run_record([1.0], world_size=8, threads=1),
+                         ["worker"] * 6 + ["server"] * 2)
+    crowded["machine"]["cpus_usable"] = 2
+    assert core_sharing(crowded) == 3.0  # six computing ranks on two CPUs
+
+
 def _with_forward(record: dict, seconds: float) -> dict:
     record["metrics"].append({"name": "phase_forward", "unit": "s", "value": seconds})
     return record
