@@ -177,9 +177,9 @@ def calibration_command(args: argparse.Namespace) -> int:
     """The α-β fits with R² and per-size residuals, and the compute calibrations."""
     from harness.core.text import render_table, size_label
     from harness.predict.calibration import (
-        PLAIN,
         comm_fits,
         compute_from_record,
+        compute_run,
         fit_table_rows,
     )
     from harness.predict.inputs import load_calibration
@@ -190,11 +190,9 @@ def calibration_command(args: argparse.Namespace) -> int:
     for warning in warnings:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
     fits = comm_fits(records)
-    runs = sorted((r for r in records if r.get("status") == "success"
-                   and r["spec"].get("task") is None and r["spec"].get("world_size") == 1
-                   and r["spec"].get("strategy") in PLAIN),
-                  key=lambda r: (r["spec"]["workload"], r["run_id"]))
-    compute = [(r, compute_from_record(r)) for r in runs if _has_steps(r)]
+    runs = sorted(filter(compute_run, records), key=lambda r: (r["spec"]["workload"],
+                                                               r["run_id"]))
+    compute = [(r, compute_from_record(r)) for r in runs]
     overheads = measured_overheads(records)
     if not fits and not compute:
         raise UsageError(f"no dtbench comm or single-rank run records in "
@@ -249,10 +247,6 @@ def _overhead_runs(ctx: Any, strategy: str) -> tuple[str, ...]:
     """The single-rank runs that measured the strategy's own work, where they priced it."""
     measured = ctx.overheads.get(strategy)
     return measured.run_ids if measured is not None else ()
-
-
-def _has_steps(record: dict[str, Any]) -> bool:
-    return any(m.get("name") == "step_time" for m in record.get("metrics", []))
 
 
 def validate_command(args: argparse.Namespace, json_target: Any) -> int:

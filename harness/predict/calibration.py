@@ -239,9 +239,9 @@ def single_rank_run(record: dict[str, Any]) -> bool:
             and bool(step_times(record)))
 
 
-def _usable(record: dict[str, Any]) -> bool:
-    # Only plain or ddp runs measure compute: another strategy's single-rank run adds its own
-    # machinery (harness.predict.overhead measures that from it).
+def compute_run(record: dict[str, Any]) -> bool:
+    """A single-rank run that measures compute: plain or ddp. Another strategy's single-rank
+    run adds its own machinery (harness.predict.overhead measures that from it)."""
     return single_rank_run(record) and record["spec"].get("strategy") in PLAIN
 
 
@@ -253,7 +253,7 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
     tied on both give the median of their medians, and their steps' spread around their own
     medians (a shared host's slow hour moves a whole run, not one rank's steps). None when
     none."""
-    candidates = [r for r in records if _usable(r) and all(
+    candidates = [r for r in records if compute_run(r) and all(
         r["spec"].get(k) == v for k, v in (("workload", workload), ("size", size),
                                            ("precision", precision), ("backend", backend)))]
     if not candidates:

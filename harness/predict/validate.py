@@ -170,16 +170,15 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
             raise UsageError(f"no single-rank run of {facts.workload}/{facts.size} "
                              f"{spec.get('precision')} to calibrate compute")
         network, used = network_from_fits(fits, str(spec.get("comm")), algorithm, link)
-        options = strategy_options(strategy, _given_options(spec, strategy), strict=False)
+        given = _given_options(spec, strategy)
+        options = strategy_options(strategy, given, strict=False)
     except UsageError as why:
         return replace(row, note=str(why))
     notes = []
-    ignored = sorted(set(_given_options(spec, strategy)) - set(options)
-                     - {k for k, v in ALIASES.items() if v in options})
+    ignored = sorted(set(given) - set(options) - {k for k, v in ALIASES.items() if v in options})
     if ignored:
         notes.append(f"options not modelled: {', '.join(ignored)}")
-    if "overlap" in options and "overlap" not in _given_options(spec, strategy) \
-            and cores_full(record):
+    if "overlap" in options and "overlap" not in given and cores_full(record):
         options = {**options, "overlap": False}
         notes.append("every core computing: communication not overlapped")
     sharing = core_sharing(record)
