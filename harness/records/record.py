@@ -12,11 +12,10 @@ from typing import Any
 from harness.core.errors import SchemaError
 from harness.core.stats import Stats
 from harness.core.text import one_line
+from harness.records.schema import first_violation, shown
 
 SCHEMA_VERSION = 1
 STATUSES = ("success", "skipped", "failed")
-REQUIRED_KEYS = ("schema_version", "run_id", "created_at", "status", "error", "harness",
-                 "machine", "software", "spec", "metrics", "events")
 MAX_RECORD_BYTES = 64 * 2**20
 
 
@@ -117,110 +116,10 @@ IDENTITY_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision",
                  "mode", "seed", "suite")
 
 
-def _is_text(value: Any) -> bool:
-    """A str that can be written out as UTF-8 (JSON escapes can smuggle in lone surrogates)."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _is_finite(value: Any) -> bool:
-    """A JSON number (not a bool) that is a finite float: arithmetic and formatting are safe."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return "a huge integer"
-    return one_line(repr(value), 60)
-
-
-def _metric_problem(entry: Any) -> str | None:
-    """What makes one metrics entry unusable for tables and comparisons, or None."""
-    if not isinstance(entry, dict):
-        return f"is {_shown(entry)}, not an object"
-    if not _is_text(entry.get("name")):
-        return f"name must be a string, got {_shown(entry.get('name'))}"
-    label = f"({entry['name']!r})"
-    if "value" not in entry:
-        return f"{label} has no value"
-    if entry["value"] is not None and not _is_finite(entry["value"]):
-        return f"{label} value must be a finite number or null, got {_shown(entry['value'])}"
-    if "unit" in entry and not _is_text(entry["unit"]):
-        return f"{label} unit must be a string, got {_shown(entry['unit'])}"
-    if "higher_is_better" in entry and not isinstance(entry["higher_is_better"], bool):
-        return f"{label} higher_is_better must be true or false"
-    samples = entry.get("samples", [])
-    if not isinstance(samples, list) or not all(_is_finite(s) for s in samples):
-        return f"{label} samples must be a list of finite numbers"
-    stats = entry.get("stats", {})
-    if not isinstance(stats, dict):
-        return f"{label} stats must be an object"
-    for key in Stats.fields:
-        if key not in stats:
-            continue
-        value = stats[key]
-        if key == "ci95":
-            if not (isinstance(value, list) and len(value) == 2
-                    and all(_is_finite(v) for v in value)):
-                return f"{label} stats.ci95 must be two finite numbers"
-        elif not _is_finite(value):
-            return f"{label} stats.{key} must be a finite number, got {_shown(value)}"
-    warnings = entry.get("warnings", [])
-    if not isinstance(warnings, list) or not all(_is_text(w) for w in warnings):
-        return f"{label} warnings must be a list of strings"
-    return None
-
-
-def _record_problem(record: dict[str, Any]) -> str | None:
-    """The first field, past the required keys, that reports and comparisons cannot use."""
-    if not _is_text(record["status"]) or record["status"] not in STATUSES:
-        return f"unknown status {_shown(record['status'])}"
-    if not isinstance(record["metrics"], list) or not isinstance(record["spec"], dict):
-        return "metrics must be a list and spec an object"
-    for key in ("harness", "machine", "software"):
-        if not isinstance(record[key], dict):
-            return f"{key} must be an object, got {_shown(record[key])}"
-    for key in ("run_id", "created_at"):
-        if not _is_text(record[key]):
-            return f"{key} must be a string, got {_shown(record[key])}"
-    if record["error"] is not None and not _is_text(record["error"]):
-        return f"error must be null or a string, got {_shown(record['error'])}"
-    if not isinstance(record["events"], list):
-        return f"events must be a list, got {_shown(record['events'])}"
-    spec = record["spec"]
-    if not _is_text(spec.get("workload")):
-        return f"spec.workload must be a string, got {_shown(spec.get('workload'))}"
-    for key in IDENTITY_KEYS:
-        value = spec.get(key)
-        if not (value is None or _is_text(value) or isinstance(value, (int, float))):
-            return f"spec.{key} must be a string, a number or null, got {_shown(value)}"
-    for index, entry in enumerate(record["metrics"]):
-        problem = _metric_problem(entry)
-        if problem is not None:
-            return f"metrics[{index}] {problem}"
-    return None
-
-
 def check_record(record: Any, source: str = "record") -> dict[str, Any]:
-    """Validate a loaded document; raise SchemaError saying what is wrong and what to do.
-
-    A record that passes can be tabulated and compared without further type checks: see
-    `_record_problem` and `_metric_problem` for what is guaranteed.
-    """
+    """Validate a loaded document against the shipped JSON Schema; raise SchemaError naming
+    `source` and the first violation. A record that passes can be tabulated and compared
+    without further type checks (record.schema.json says what is guaranteed)."""
     if not isinstance(record, dict):
         raise SchemaError(f"{source}: not a dtbench record (expected a JSON object)")
     version = record.get("schema_version")
@@ -228,15 +127,20 @@ def check_record(record: Any, source: str = "record") -> dict[str, Any]:
         raise SchemaError(f"{source}: not a dtbench record (no schema_version)")
     if isinstance(version, bool) or version != SCHEMA_VERSION:
         raise SchemaError(
-            f"{source}: record schema_version {_shown(version)} is not supported by this "
+            f"{source}: record schema_version {shown(version)} is not supported by this "
             f"dtbench (reads version {SCHEMA_VERSION}); upgrade dtbench to read newer records")
-    missing = [key for key in REQUIRED_KEYS if key not in record]
-    if missing:
-        raise SchemaError(f"{source}: record lacks {', '.join(missing)}")
-    problem = _record_problem(record)
+    problem = first_violation(record)
     if problem is not None:
         raise SchemaError(f"{source}: {problem}")
     return record
+
+
+def validate_record(record: dict[str, Any]) -> None:
+    """Raise ValueError unless `record` validates: dtbench writing an invalid record is a bug,
+    stopped before the file exists rather than found by the next reader."""
+    problem = first_violation(record)
+    if problem is not None:
+        raise ValueError(f"dtbench built an invalid record {record.get('run_id')!r}: {problem}")
 
 
 def load_record(path: str | Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 from harness.core.errors import SchemaError, UsageError
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.interrupts import stop_signals_deferred
-from harness.records.record import load_record
+from harness.records.record import load_record, validate_record
 
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 60
@@ -98,6 +98,7 @@ class Store:
 
     def add(self, record: dict[str, Any]) -> Path:
         """Store a record under a new file name; an existing record is never replaced."""
+        validate_record(record)
         self.root.mkdir(parents=True, exist_ok=True)
         text = json.dumps(record, indent=1, allow_nan=False) + "\n"
         with stop_signals_deferred():

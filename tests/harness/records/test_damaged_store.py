@@ -105,26 +105,37 @@ def test_rebuild_index_indexes_only_the_valid_record(
 
 
 def test_valid_records_with_odd_index_values_are_indexed(tmp_path: Path) -> None:
-    """Values SQLite cannot bind (an object, 2**70, a lone surrogate from a JSON escape, an
-    undecodable file name) are indexed as NULL or escaped text, never an exception."""
+    """Values SQLite cannot bind (2**70, an undecodable file name) are indexed as NULL or
+    escaped text, never an exception."""
     store = Store(tmp_path)
-    store.add({**GOLDEN, "run_id": "object", "spec_key": {"not": "a string"},
-               "spec": {**GOLDEN["spec"], "world_size": 2**70}})
-    store.add({**GOLDEN, "run_id": "surrogate", "spec_key": "a\udc80b"})
+    store.add({**GOLDEN, "run_id": "huge", "spec": {**GOLDEN["spec"], "world_size": 2**70}})
     (tmp_path / os.fsdecode(b"\xff-undecodable.json")).write_text(
         json.dumps({**GOLDEN, "run_id": "undecodable"}), encoding="utf-8")
-    assert store.rebuild_index() == 3
+    assert store.rebuild_index() == 2
     connection = sqlite3.connect(store.index_path)
     try:
         rows = {row[0]: row[1:] for row in connection.execute(
             "SELECT run_id, world_size, spec_key, path FROM runs")}
     finally:
         connection.close()
-    assert rows["object"][:2] == (None, None)
-    assert rows["surrogate"][1] == "a\\udc80b"
+    assert rows["huge"][0] is None
     assert rows["undecodable"][2] == "\\udcff-undecodable.json"
     assert sorted(r["run_id"] for r in load_inputs([str(tmp_path)]).records) == [
-        "object", "surrogate", "undecodable"]
+        "huge", "undecodable"]
+
+
+@pytest.mark.parametrize("odd", [{"spec_key": {"not": "a string"}}, {"spec_key": "a\udc80b"}])
+def test_records_the_schema_rejects_are_neither_stored_nor_indexed(
+        tmp_path: Path, odd: dict[str, object]) -> None:
+    """An object where the schema says string, a lone surrogate (a JSON escape that is no
+    Unicode): Store.add refuses to write them, and a file holding one stays out of the index."""
+    store = Store(tmp_path)
+    with pytest.raises(ValueError, match="spec_key"):
+        store.add({**GOLDEN, **odd})
+    assert not store.record_paths()
+    (tmp_path / "odd.json").write_text(json.dumps({**GOLDEN, **odd}), encoding="utf-8")
+    assert store.rebuild_index() == 0
+    assert "spec_key" in load_inputs([str(tmp_path)]).warnings[0]
 
 
 def test_damaged_files_given_by_name_are_warnings_too(

@@ -337,23 +337,28 @@ def test_units_chosen_for_reading() -> None:
 def test_damaged_file_is_skipped_with_a_warning_naming_it(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (store / "20240102T999999Z-broken.json").write_text('{"schema_version": 1, "run')
-    # Loadable, but with the odd types a record may still hold: a report never crashes on them.
+    # Valid for the schema, but with the odd values a record may still hold (open objects,
+    # huge counts, nulls): a report never crashes on them.
     weird = collective("weird")
     weird["spec"].update(op=None, world_size=1e308, nnodes=10**400)
     weird["metrics"][0]["per_size"] = "garbage"
-    weird["machine"].update(gpus="none", interconnect=[1], cpu_cores=None)
-    weird["software"]["mpi"] = ["x"]
+    weird["machine"].update(gpus=None, interconnect=None, cpu_cores=None, extra=[1])
+    weird["software"]["mpi"] = "x"
     odd = training("odd-types")
-    odd["spec"].update(world_size="two", precision=None)
+    odd["spec"].update(world_size=None, precision=None)
     odd["metrics"].append({"name": "quality", "value": 0.5, "reached": "maybe", "target": "x"})
     odd["metrics"].append({"name": "scaling_efficiency", "value": 0.5, "kind": ["weak"]})
     odd["metrics"].append({"name": "energy", "value": None, "unit": "J"})
-    write_store(store, [weird, odd])
+    # Types the schema pins are wrong: skipped with a warning, like a damaged file.
+    mistyped = training("mistyped")
+    mistyped["spec"]["world_size"] = "two"
+    write_store(store, [weird, odd, mistyped])
     for fmt in ("md", "html", "csv"):
         code, out, err = report(capsys, str(store), "--format", fmt)
         assert code == 0
         warnings = [line for line in err.splitlines() if line.startswith("dtbench: warning:")]
-        assert len(warnings) == 1 and "20240102T999999Z-broken.json" in warnings[0]
+        assert len(warnings) == 2 and "20240102T999999Z-broken.json" in warnings[0]
+        assert "mistyped.json: spec.world_size: 'two' is not of type" in warnings[1]
         assert "Traceback" not in err
         assert "weird" in out and "odd-types" in out
     code, out, _ = report(capsys, str(store))
