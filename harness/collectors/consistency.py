@@ -6,11 +6,8 @@ from __future__ import annotations
 import statistics
 
 from harness.collectors.base import CollectContext, collector
+from harness.core.stats import quantile
 from harness.records.record import Metric
-
-
-def _quantile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 @collector("staleness")
@@ -25,8 +22,8 @@ def staleness(context: CollectContext) -> list[Metric]:
     if samples:
         found.append(Metric("staleness", "versions", statistics.fmean(samples),
                             higher_is_better=False, samples=samples,
-                            extra={"p50": _quantile(samples, 0.5),
-                                   "p99": _quantile(samples, 0.99), "max": samples[-1],
+                            extra={"p50": quantile(samples, 0.5),
+                                   "p99": quantile(samples, 0.99), "max": samples[-1],
                                    "by_worker": servers[0].strategy_stats.get(
                                        "staleness_by_worker", {}),
                                    "aggregation": "mean over every applied gradient of "

@@ -7,17 +7,20 @@ that comparing the same files twice prints the same interval.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from harness.core.stats import quantile
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240101
 CONFIDENCE = 0.95
 ALPHA = 0.05
-# Resampled values held in memory at once: large pytest-benchmark sample sets run in chunks.
+# Resampled values held in memory at once: large pytest-benchmark sample sets run in batches.
 _CHUNK_ELEMENTS = 4_000_000
 # Resampled values per side in all: beyond it (many thousands of samples, where the median's
 # CI is narrow anyway) fewer resamples are drawn, never fewer than MIN_RESAMPLES.
@@ -32,65 +35,54 @@ def finite_samples(values: Sequence[Any] | None) -> np.ndarray:
     return np.asarray(kept, dtype=float)
 
 
-def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, float]:
-    """Ranks from 1, ties sharing their mean rank, and the tie term sum(t^3 - t)."""
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    last_rank = np.cumsum(counts)
-    mean_rank = last_rank - (counts - 1) / 2.0
-    return mean_rank[inverse], float(np.sum(counts.astype(float) ** 3 - counts))
-
-
 def mann_whitney_p(baseline: Sequence[float] | np.ndarray,
                    candidate: Sequence[float] | np.ndarray) -> float:
-    """Two-sided Mann–Whitney U p-value: normal approximation, tie and continuity corrected."""
+    """Two-sided Mann–Whitney U p-value (scipy): exact for small samples without ties, else
+    the normal approximation with tie and continuity corrections."""
+    from scipy.stats import mannwhitneyu
+
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
-    n1, n2 = a.size, b.size
-    if n1 == 0 or n2 == 0:
+    if a.size == 0 or b.size == 0:
         return math.nan
-    n = n1 + n2
-    ranks, ties = _average_ranks(np.concatenate([a, b]))
-    u1 = float(np.sum(ranks[:n1])) - n1 * (n1 + 1) / 2.0
-    mean_u = n1 * n2 / 2.0
-    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if variance <= 0:
-        return 1.0
-    z = max(abs(u1 - mean_u) - 0.5, 0.0) / math.sqrt(variance)
-    return min(1.0, math.erfc(z / math.sqrt(2.0)))
+    return float(mannwhitneyu(a, b, alternative="two-sided", method="auto").pvalue)
 
 
-def _resampled_medians(samples: np.ndarray, resamples: int,
-                       rng: np.random.Generator) -> np.ndarray:
-    rows = max(1, _CHUNK_ELEMENTS // samples.size)
-    medians = []
-    for start in range(0, resamples, rows):
-        count = min(rows, resamples - start)
-        picks = rng.integers(0, samples.size, size=(count, samples.size))
-        medians.append(np.median(samples[picks], axis=1))
-    return np.concatenate(medians)
+def _median_ratio(candidate: np.ndarray, baseline: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(candidate, axis=axis) / np.median(baseline, axis=axis)
 
 
 def bootstrap_ratio_ci(baseline: Sequence[float] | np.ndarray,
                        candidate: Sequence[float] | np.ndarray,
                        resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
                        confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Percentile bootstrap CI of median(candidate) / median(baseline), sides resampled apart."""
+    """Percentile bootstrap CI of median(candidate) / median(baseline), sides resampled apart
+    (scipy.stats.bootstrap, seeded). Percentile, not scipy's default BCa: BCa's jackknife
+    takes one median per left-out sample, quadratic in the sample count (10^5 rounds)."""
+    from scipy.stats import bootstrap
+
     a = np.asarray(baseline, dtype=float)
     b = np.asarray(candidate, dtype=float)
     if a.size == 0 or b.size == 0:
         return (math.nan, math.nan)
-    resamples = max(MIN_RESAMPLES, min(resamples, _WORK_ELEMENTS // max(a.size, b.size)))
-    rng = np.random.default_rng(seed)
-    base_medians = _resampled_medians(a, resamples, rng)
-    cand_medians = _resampled_medians(b, resamples, rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = cand_medians / base_medians
+    # scipy needs two observations a side; resampling {x} and {x, x} draws x alike.
+    a, b = (np.repeat(side, 2) if side.size == 1 else side for side in (a, b))
+    largest = max(a.size, b.size)
+    resamples = max(MIN_RESAMPLES, min(resamples, _WORK_ELEMENTS // largest))
+    # A resampled baseline median of 0 gives an infinite ratio: the interval is taken over the
+    # finite ratios, and scipy's own interval and standard error (NaN, with warnings) unused.
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = bootstrap((b, a), _median_ratio, n_resamples=resamples,
+                           batch=max(1, _CHUNK_ELEMENTS // largest), vectorized=True,
+                           paired=False, confidence_level=confidence, method="percentile",
+                           rng=np.random.default_rng(seed))
+    ratios = result.bootstrap_distribution
     ratios = ratios[np.isfinite(ratios)]
     if ratios.size == 0:
         return (math.nan, math.nan)
     tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(ratios, [tail, 1.0 - tail])
-    return (float(low), float(high))
+    return (quantile(ratios, tail), quantile(ratios, 1.0 - tail))
 
 
 def ratio_of(baseline: float | None, candidate: float | None) -> float:

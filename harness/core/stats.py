@@ -54,14 +54,15 @@ def _order_statistic(n: int, tail: float) -> int:
     return min(k, n)
 
 
-def _quantile(sorted_samples: Sequence[float] | np.ndarray, q: float) -> float:
-    if len(sorted_samples) == 1:
-        return float(sorted_samples[0])
-    position = q * (len(sorted_samples) - 1)
-    below = math.floor(position)
-    above = min(below + 1, len(sorted_samples) - 1)
-    weight = position - below
-    return float(sorted_samples[below] * (1 - weight) + sorted_samples[above] * weight)
+# The one quantile definition of dtbench (stats, compare, collectors, the predictor): numpy's
+# "linear" method, Hyndman & Fan's type 7, the default of numpy, R and Excel's PERCENTILE.
+QUANTILE_METHOD = "linear"
+
+
+def quantile(samples: Sequence[float] | np.ndarray, q: float) -> float:
+    """The q-quantile (0 <= q <= 1) of `samples`, interpolated linearly between order
+    statistics; every quantile dtbench reports or models is this one."""
+    return float(np.quantile(np.asarray(samples, dtype=float), q, method=QUANTILE_METHOD))
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ class Stats:
             max=float(ordered[-1]),
             median=float(np.median(ordered)),
             mean=float(np.mean(ordered)),
-            q1=_quantile(ordered, 0.25),
-            q3=_quantile(ordered, 0.75),
+            q1=quantile(ordered, 0.25),
+            q3=quantile(ordered, 0.75),
             stddev=float(np.std(ordered, ddof=1)) if ordered.size > 1 else 0.0,
             ci_low=ci_low,
             ci_high=ci_high,

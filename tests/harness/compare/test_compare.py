@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -318,11 +319,26 @@ def test_mann_whitney_separated_samples_give_tiny_p() -> None:
     assert mann_whitney_p(low, high) == mann_whitney_p(high, low)
 
 
+def test_mann_whitney_is_exact_for_small_samples_without_ties() -> None:
+    # 5 against 5, fully separated: 2 of the C(10, 5) = 252 rankings are as extreme.
+    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    # 3 against 3 can never reach p < 0.05 (the run-level test relies on that).
+    assert mann_whitney_p([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)
+
+
 def test_mann_whitney_matches_the_normal_approximation_by_hand() -> None:
-    # U = 0, mean 12.5, sd sqrt(25 * 11 / 12); z = 12 / sd (continuity corrected) -> p = 0.01219.
-    assert mann_whitney_p([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]) == pytest.approx(0.012186, abs=1e-5)
     # Ties shrink the variance: 9/12 * (7 - 18/30) = 4.8; z = 3.5 / sqrt(4.8) -> p = 0.11015.
     assert mann_whitney_p([1, 1, 2], [2, 3, 3]) == pytest.approx(0.110149, abs=1e-5)
+    # 9 against 9: U = 0, mean 40.5, sd sqrt(81 * 19 / 12); z = 40 / sd (continuity corrected).
+    z = 40 / math.sqrt(81 * 19 / 12)
+    assert mann_whitney_p(range(9), range(10, 19)) == pytest.approx(math.erfc(z / math.sqrt(2)))
+
+
+def test_bootstrap_ci_takes_one_sample_and_zero_medians() -> None:
+    assert bootstrap_ratio_ci([1.0], [2.0, 3.0]) == (2.0, 3.0)
+    low, high = bootstrap_ratio_ci([0.0, 0.0, 1.0], [2.0, 3.0])
+    assert (low, high) == (2.0, 3.0)
+    assert all(math.isnan(v) for v in bootstrap_ratio_ci([0.0, 0.0], [2.0, 3.0]))
 
 
 def test_significance_needs_both_the_ci_and_the_rank_test() -> None:

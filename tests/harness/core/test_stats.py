@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core.stats import Stats, median_ci
+from harness.core.stats import Stats, median_ci, quantile
 
 SAMPLES = [0.9, 1.3, 1.0, 1.1, 0.8, 1.2, 1.05, 0.95, 1.15, 1.0]
 
@@ -25,6 +25,15 @@ def test_of_agrees_with_the_statistics_module() -> None:
     assert stats.q3 == pytest.approx(q3)
     assert stats.iqr == pytest.approx(q3 - q1)
     assert stats.stddev == pytest.approx(statistics.stdev(SAMPLES))
+
+
+def test_quantile_is_the_inclusive_definition_and_order_free() -> None:
+    """One definition (type 7): statistics' "inclusive" method, interpolated between ranks."""
+    cuts = statistics.quantiles(SAMPLES, n=100, method="inclusive")
+    for percent in (1, 25, 50, 75, 99):
+        assert quantile(SAMPLES, percent / 100) == pytest.approx(cuts[percent - 1])
+    assert quantile([3, 1, 2], 0.5) == 2.0 and quantile([0, 10], 0.99) == pytest.approx(9.9)
+    assert quantile([7.0], 0.3) == 7.0
 
 
 def test_of_ignores_input_order_and_accepts_ints() -> None:
