@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UsageError
+from harness.core.stats import quantile
 from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
 
@@ -181,11 +182,7 @@ class ComputeCalibration:
         """Seconds per sample at quantile q of the measured steps (the median without them)."""
         if not self.step_samples:
             return self.seconds_per_sample
-        ordered = sorted(self.step_samples)
-        position = q * (len(ordered) - 1)
-        below = math.floor(position)
-        above = min(below + 1, len(ordered) - 1)
-        return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+        return quantile(self.step_samples, q)
 
     def slowest_of(self, ranks: int) -> float:
         """Seconds per sample of the slowest of `ranks` ranks in the median step: with

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness.core.stats import quantile
 from harness.strategies.meter import CommMeter
 
 PUSH, FETCH, DONE = 1, 2, 3
@@ -281,7 +282,7 @@ class Server:
         elapsed = self.stats.update_times[-1] if self.stats.update_times else 0.0
 
         def pick(q: float) -> float:
-            return float(stale[min(len(stale) - 1, int(q * len(stale)))]) if stale else 0.0
+            return quantile(stale, q) if stale else 0.0
 
         return {"staleness": stale, "staleness_mean": (sum(stale) / len(stale)) if stale
                 else 0.0, "staleness_p50": pick(0.5), "staleness_p99": pick(0.99),
