@@ -12,6 +12,7 @@ from torch import nn
 
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
+from workloads.flops import count_flops_per_sample, count_parameters
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,6 @@ class Workload(ABC):
         """Raise NotImplementedError for a combination this workload does not support."""
 
     def describe(self, size: str) -> dict[str, Any]:
-        from workloads.flops import count_flops_per_sample, count_parameters
-
         preset = self.preset(size)
         return {
             "workload": self.name,
