@@ -14,8 +14,6 @@ below import mpi4py.MPI (which initialises MPI) when called.
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from types import ModuleType
@@ -24,6 +22,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
+
+from backends.mpi_rendezvous import rendezvous_store
 
 BACKEND_NAME = "mpi4py"
 
@@ -37,10 +37,6 @@ _MPI_TYPE_NAMES = {
     torch.uint8: "UINT8_T", torch.uint16: "UINT16_T", torch.uint32: "UINT32_T",
     torch.uint64: "UINT64_T",
 }
-
-# Linux ioctl that reads an interface's IPv4 address, and how long to try each address.
-_SIOCGIFADDR = 0x8915
-_CONNECT_PROBE_S = 2.0
 
 # (rank variable, size variable, local-rank variables) per launcher, in lookup order.
 _LAUNCHER_ENV = (
@@ -379,69 +375,12 @@ def init_mpi_process_group(timeout: timedelta | None = None, backend: str | None
     it that the caller registered) with MPI's ranks.
 
     torch still wants a store beside the group (init barrier, subgroup bookkeeping): a
-    TCPStore served by rank 0, on MASTER_PORT where set, else on a free port. Rank 0 tells
-    the others over MPI where to find it (MASTER_ADDR where set, else each of its own
-    addresses for them to try), so jobs started by mpirun or srun need no further settings.
+    TCPStore served by rank 0, on MASTER_PORT where set, else on a free port, which the
+    others find over MPI (backends/mpi_rendezvous.py), so jobs started by mpirun or srun
+    need no further settings.
     """
     comm = _mpi().COMM_WORLD
     rank, world_size = comm.Get_rank(), comm.Get_size()
-    store = _rendezvous_store(comm, timeout or timedelta(minutes=30))
+    store = rendezvous_store(comm, timeout or timedelta(minutes=30))
     dist.init_process_group(backend=backend or register_mpi_backend(), store=store, rank=rank,
                             world_size=world_size, timeout=timeout)
-
-
-def _rendezvous_store(comm: Any, timeout: timedelta) -> dist.Store:
-    """A TCPStore served by rank 0 on all its interfaces; the others learn where over MPI."""
-    rank, world_size = comm.Get_rank(), comm.Get_size()
-    master_addr = os.environ.get("MASTER_ADDR")
-    store: dist.Store | None = None
-    offer: tuple[list[str], int] | str = ""
-    if rank == 0:
-        try:
-            store = dist.TCPStore(master_addr or "127.0.0.1",
-                                  int(os.environ.get("MASTER_PORT", 0)), world_size,
-                                  is_master=True, timeout=timeout, wait_for_workers=False)
-            offer = ([master_addr] if master_addr else _local_addresses(), store.port)
-        except (OSError, RuntimeError, ValueError) as exc:
-            offer = f"rank 0 could not start the rendezvous store: {exc}"
-    offer = comm.bcast(offer, root=0)
-    if isinstance(offer, str):
-        raise RuntimeError(offer)
-    hosts, port = offer
-    host = hosts[0] if store is not None else _first_reachable(hosts, port)
-    # Decide together, so that no rank goes on to wait for one that gave up.
-    unreachable = comm.allgather(host is None)
-    if any(unreachable):
-        raise RuntimeError(f"rank(s) {[r for r, bad in enumerate(unreachable) if bad]} cannot "
-                           f"reach rank 0's rendezvous store at {hosts} port {port}; set "
-                           "MASTER_ADDR to an address of rank 0's host that they can reach")
-    if store is None:
-        store = dist.TCPStore(host, port, world_size, is_master=False, timeout=timeout)
-    return store
-
-
-def _local_addresses() -> list[str]:
-    """This host's IPv4 addresses, loopback last: where rank 0's store can be reached."""
-    import fcntl  # POSIX only, and only needed here
-
-    addresses: list[str] = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        for _, name in socket.if_nameindex():
-            try:
-                request = struct.pack("256s", name.encode()[:15])
-                reply = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, request)
-            except OSError:  # an interface without an IPv4 address
-                continue
-            addresses.append(socket.inet_ntoa(reply[20:24]))
-    return sorted(set(addresses) | {"127.0.0.1"}, key=lambda a: a.startswith("127."))
-
-
-def _first_reachable(hosts: list[str], port: int) -> str | None:
-    """The first of rank 0's addresses this rank can open a connection to."""
-    for host in hosts:
-        try:
-            socket.create_connection((host, port), timeout=_CONNECT_PROBE_S).close()
-        except OSError:
-            continue
-        return host
-    return None

@@ -13,13 +13,8 @@ import pytest
 import torch.distributed as dist
 
 from backends.base import module_available
-from backends.mpi_pg import (
-    BACKEND_NAME,
-    _first_reachable,
-    _local_addresses,
-    mpi_world_from_env,
-    register_mpi_backend,
-)
+from backends.mpi_pg import BACKEND_NAME, mpi_world_from_env, register_mpi_backend
+from backends.mpi_rendezvous import first_reachable, local_addresses
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK_SCRIPT = ROOT / "tests/backends/run_mpi_pg_check.py"
@@ -97,7 +92,7 @@ def test_register_is_idempotent() -> None:
 
 
 def test_rendezvous_addresses_try_loopback_last_and_skip_the_unreachable() -> None:
-    addresses = _local_addresses()
+    addresses = local_addresses()
     assert addresses[-1] == "127.0.0.1"
     assert not any(a.startswith("127.") for a in addresses[:-1])
     with socket.socket() as listener:
@@ -105,8 +100,8 @@ def test_rendezvous_addresses_try_loopback_last_and_skip_the_unreachable() -> No
         listener.listen()
         port = listener.getsockname()[1]
         # Nothing listens on 127.0.0.2, so it refuses at once; the next address answers.
-        assert _first_reachable(["127.0.0.2", "127.0.0.1"], port) == "127.0.0.1"
-        assert _first_reachable(["127.0.0.2"], port) is None
+        assert first_reachable(["127.0.0.2", "127.0.0.1"], port) == "127.0.0.1"
+        assert first_reachable(["127.0.0.2"], port) is None
 
 
 @pytest.mark.requires_mpi
