@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.spec import COMPILE_MODES, IPEX_MODES, RunSpec, performance_env
+from harness.core.fields import legacy_options, multi_keys
+from harness.core.spec import COMPILE_MODES, IPEX_MODES, RUN_FIELDS, RunSpec, performance_env
 from harness.run.suites import Suite
 from harness.run.validate import validate
 from harness.strategies import STRATEGIES
@@ -14,7 +15,7 @@ from harness.strategies import STRATEGIES
 # The default of --peak where the command line and the suite say nothing (e.g. cached in tests).
 PEAK_ENV = "DTBENCH_PEAK"
 # Command-line options that may be given several times; one run per combination.
-MULTI_KEYS = ("workload", "size", "backend", "comm", "precision", "nproc", "strategy")
+MULTI_KEYS = multi_keys(RUN_FIELDS)
 
 
 def best_backend() -> str:
@@ -105,7 +106,7 @@ def ipex_mode(value: Any) -> str:
 def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:
     """--strategy-opt pairs, with --bucket-mb and --compression as ddp's options."""
     raw = dict(options.get("strategy_options") or {})
-    for name in ("bucket_mb", "compression"):
+    for name in legacy_options(RUN_FIELDS, "ddp"):
         if options.get(name) is not None:
             if strategy != "ddp":
                 raise UsageError(f"--{name.replace('_', '-')} is an option of --strategy ddp, "
