@@ -74,7 +74,10 @@ class RunField:
     key_default: Any = MISSING
     # the strategy whose option this flag sets, and which older records kept as a spec field
     strategy_option: str | None = None
+    # every task's record carries it and the store indexes it; `baseline`: a one-rank run that
+    # scaling efficiency divides by must have the same value (a store column too)
     store: bool = False
+    baseline: bool = False
     # position among the report's spec columns (0: not a column)
     report: int = 0
     launch: bool = False
@@ -181,6 +184,11 @@ def spec_key(spec: Mapping[str, Any], fields: Sequence[RunField]) -> str:
 def store_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
     """The spec fields the store's index holds a column for."""
     return tuple(f.spec_name for f in fields if f.store and f.spec_name is not None)
+
+
+def baseline_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The store columns a scaling baseline shares with the run it is the baseline of."""
+    return tuple(f.spec_name for f in fields if f.baseline and f.spec_name is not None)
 
 
 def report_columns(fields: Sequence[RunField], others: Mapping[str, int] | None = None

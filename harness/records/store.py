@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
-from harness.core.fields import store_columns
+from harness.core.fields import baseline_columns, store_columns
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
@@ -22,6 +22,8 @@ BUSY_TIMEOUT_S = 60
 # The spec's columns are those its fields declare; an index with other columns is rebuilt.
 SPEC_COLUMNS = store_columns(RUN_FIELDS)
 COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key")
+# What a one-rank scaling baseline shares with the run it is the baseline of.
+BASELINE_COLUMNS = baseline_columns(RUN_FIELDS)
 
 
 _CREATE = f"CREATE TABLE {{if_new}}runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))"
@@ -178,11 +180,11 @@ class Store:
             return None
         connection = self._connect()
         try:
+            where = " AND ".join(["status = 'success'", "world_size = 1",
+                                  *(f"{name} = ?" for name in BASELINE_COLUMNS)])
             rows = connection.execute(
-                "SELECT path FROM runs WHERE status = 'success' AND world_size = 1 AND "
-                "workload = ? AND size = ? AND backend = ? AND precision = ? AND mode = ? "
-                "ORDER BY created_at DESC",
-                (spec.workload, spec.size, spec.backend, spec.precision, spec.mode)).fetchall()
+                f"SELECT path FROM runs WHERE {where} ORDER BY created_at DESC",
+                tuple(getattr(spec, name) for name in BASELINE_COLUMNS)).fetchall()
         finally:
             connection.close()
         strong = None
