@@ -140,7 +140,8 @@ NOT_IN_KEY = not_in_key(RUN_FIELDS)
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that defines one benchmark run; two equal specs are the same experiment."""
+    """Everything that defines one benchmark run; two equal specs are the same experiment.
+    Each field is declared in RUN_FIELDS too, where its flag, suite key and identity live."""
 
     kind: ClassVar[str] = "train"
 

@@ -50,7 +50,7 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     strategy = STRATEGIES.get(options.get("strategy") or "ddp")
     world = nproc * (options.get("nnodes") or 1)
     comm = options.get("comm") or ("none" if world == 1 else "gloo")
-    spec = RunSpec(
+    values: dict[str, Any] = dict(
         workload=workload.name, size=size, backend=backend, comm=comm,
         # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.
         launcher=options.get("launcher") or ("mpirun" if comm == "mpi" and world > 1
@@ -77,6 +77,11 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         suite=suite_name,
         env=tuple(performance_env().items()),
     )
+    # A declared field the planner does not settle above takes its option's value as given.
+    values.update({f.spec_name: options[f.name] for f in RUN_FIELDS
+                   if f.suite is not None and f.spec_name is not None
+                   and f.spec_name not in values and options.get(f.name) is not None})
+    spec = RunSpec(**values)
     replicas = strategy.replicas(spec)
     if replicas != spec.world_size:
         spec = spec.replace(replicas=replicas)
