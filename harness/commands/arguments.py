@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.core.errors import UsageError
+from harness.core.fields import int_list as int_list
+from harness.core.fields import non_negative_int as non_negative_int
+from harness.core.fields import positive_int as positive_int
 from harness.core.files import check_output_file
 
 
@@ -19,35 +22,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def int_list(text: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; each a positive integer."""
-    parts = [p.strip() for p in text.split(",")]
-    if not all(parts):
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of positive integers, got {text!r}")
-    return [positive_int(p) for p in parts]
 
 
 def percentage(text: str) -> float:

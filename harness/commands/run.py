@@ -7,102 +7,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.commands.arguments import (
-    check_json_target,
-    int_list,
-    non_negative_int,
-    positive_int,
-)
+from harness.commands.arguments import check_json_target
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
+from harness.core.fields import add_options, option_keys
 from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
-from harness.core.spec import (
-    COMM_CHOICES,
-    COMPILE_MODES,
-    COMPRESSIONS,
-    IPEX_MODES,
-    LAUNCHER_CHOICES,
-    MODES,
-    PEAK_SOURCES,
-    PRECISIONS,
-    SIZES,
-    LaunchOptions,
-    RunSpec,
-)
+from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec
 from harness.records.store import Store
 from harness.run.guard import check_all
-from harness.run.plan import plan_runs
+from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
 from harness.run.suites import load_suite
 from harness.run.summary import summary_table
 
-CLI_RUN_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "nproc",
-                "nnodes", "batch_size", "steps", "warmup", "mode", "repeat", "threads",
-                "channels_last", "compile", "ipex", "data", "seed", "bucket_mb", "compression",
-                "peak",
-                "strategy", "strategy_options", "straggler")
+# The run options of the command line (launch options apart).
+CLI_RUN_KEYS = option_keys(RUN_FIELDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("suite", nargs="?", default=None,
                      help="built-in suite name or TOML file (default: quick)")
-    parser.add_argument("-w", "--workload", action="append")
-    parser.add_argument("-b", "--backend", action="append", help="cpu, cuda or auto")
-    parser.add_argument("--comm", action="append", choices=COMM_CHOICES)
-    parser.add_argument("--launcher", choices=LAUNCHER_CHOICES)
-    parser.add_argument("-n", "--nproc", type=int_list, action="append",
-                     help="ranks per node; a comma list such as 1,2,4 runs each")
-    parser.add_argument("--nnodes", type=positive_int)
-    parser.add_argument("--node-rank", type=non_negative_int)
-    parser.add_argument("--master-addr")
-    parser.add_argument("--master-port", type=positive_int)
-    parser.add_argument("--hostfile")
-    parser.add_argument("--strategy", action="append",
-                        help="how the run is distributed (dtbench list shows them); repeatable")
-    parser.add_argument("--strategy-opt", dest="strategy_options", action="append",
-                        metavar="KEY=VALUE", help="an option of the strategy; repeatable")
-    parser.add_argument("--straggler", metavar="RANK:FACTOR",
-                        help="that rank's compute takes FACTOR times as long, e.g. 1:3")
-    parser.add_argument("--bucket-mb", type=positive_int, help="DDP gradient bucket size (MiB)")
-    parser.add_argument("--compression", choices=COMPRESSIONS,
-                     help="gradient compression hook for multi-rank runs")
-    parser.add_argument("--rank-timeout", type=positive_int, default=120,
-                     help="seconds without progress before a rank counts as hung (default 120)")
-    parser.add_argument("--precision", action="append", choices=PRECISIONS)
-    parser.add_argument("--size", action="append", choices=SIZES)
-    parser.add_argument("--batch-size", type=positive_int, help="per rank")
-    parser.add_argument("--steps", type=positive_int)
-    parser.add_argument("--warmup", type=non_negative_int)
-    parser.add_argument("--mode", choices=MODES)
-    parser.add_argument("--repeat", type=positive_int)
-    parser.add_argument("--threads", type=positive_int, help="CPU threads per rank")
-    parser.add_argument("--seed", type=non_negative_int)
-    parser.add_argument("--compile", nargs="?", const="on", choices=COMPILE_MODES, default=None,
-                        help="torch.compile: on, off, auto (the choice cached for this hardware "
-                        "and configuration, else time eager against compiled steps now and "
-                        "cache the faster) or default (the cached choice where one exists, "
-                        "else eager); a bare --compile is on")
-    parser.add_argument("--ipex", choices=IPEX_MODES, default=None,
-                        help="Intel Extension for PyTorch on the cpu backend, chosen like "
-                        "--compile: on (a skipped record says why where it cannot be used), "
-                        "off, auto, or default (a cached measured win, else off)")
-    parser.add_argument("--no-channels-last", dest="channels_last", action="store_false",
-                     default=None)
-    parser.add_argument("--peak", choices=PEAK_SOURCES,
-                        help="where peak_flops (the MFU denominator) comes from: in-run "
-                        "(timed before and after the measured steps; default) or cached (the "
-                        "highest reading of `dtbench peak` on this hardware); "
-                        "DTBENCH_PEAK sets the default")
-    parser.add_argument("--oversubscribe", action="store_true",
-                        help="run even when ranks x threads exceed 4x the usable cores or the "
-                        "estimated memory exceeds the machine's")
-    parser.add_argument("--data", help="user data: .npz/.h5 images+labels, or text for lstm")
-    parser.add_argument("--out", default="results", help="results store (default ./results)")
-    parser.add_argument("--json", dest="json_file", help="also write this run's records here")
-    parser.add_argument("--resume", action="store_true",
-                     help="skip runs that already have success records in the store")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    add_options(parser, RUN_FIELDS)
 
 
 def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
@@ -133,7 +59,7 @@ def merge_repeated(values: list[Any] | None) -> list[Any] | None:
 
 def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {key: getattr(args, key, None) for key in CLI_RUN_KEYS}
-    for key in ("workload", "size", "backend", "comm", "precision", "nproc", "strategy"):
+    for key in MULTI_KEYS:
         options[key] = merge_repeated(options[key])
     options["strategy_options"] = strategy_opts(args.strategy_options)
     return options

@@ -1,5 +1,6 @@
 """Which records of the two sides are the same experiment: grouped by spec (spec_key where
-every record has one, else the comparable spec fields, or only the fields of --match-on)."""
+every record has one, else the spec's identity by the declared run fields, or only the fields
+of --match-on)."""
 from __future__ import annotations
 
 import json
@@ -7,15 +8,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.fields import identity, store_columns
+from harness.core.spec import KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS
 from harness.core.text import size_label
 from harness.microbench.kernels import metrics as kernel
 
-KEY_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
-              "batch_per_rank", "mode", "strategy")
+# The identity fields every task's record carries (the store indexes them): the fallback key
+# of a comm or kernel record, beside the fields of its own task.
+KEY_FIELDS = tuple(name for name in store_columns(RUN_FIELDS) if name not in NOT_IN_KEY)
 # What a spec field means where an older record lacks it.
-FIELD_DEFAULTS = {"strategy": "ddp"}
+FIELD_DEFAULTS = KEY_DEFAULTS
 # Spec fields that never make two runs different experiments.
-NOT_IDENTITY = frozenset({"suite", "seed", "env", "peak"})
+NOT_IDENTITY = frozenset(NOT_IN_KEY)
 
 
 def _plain(value: Any) -> str:
@@ -37,10 +41,13 @@ def spec_value(spec: dict[str, Any], name: str) -> Any:
 
 def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
                ) -> tuple[str, ...]:
-    """The comparable spec fields (or only `match_on`); a comm record adds its op and largest
-    message size, since busbw is measured there, and a kernel record its shape, pass,
-    algorithm and threads."""
+    """The spec's identity (or only `match_on`): a training record's by the rule of its
+    spec_key; a comm record's common fields, its op and largest message size, since busbw is
+    measured there; a kernel record's common fields, its shape, pass, algorithm and threads."""
     spec = record["spec"]
+    if not match_on and spec.get("task") not in ("comm", kernel.TASK):
+        return tuple(f"{name}={_plain(value)}"
+                     for name, value in sorted(identity(spec, RUN_FIELDS).items()))
     key = [_plain(spec_value(spec, name)) for name in match_on or KEY_FIELDS]
     if spec.get("task") == "comm" and not match_on:
         key += [_plain(spec.get("op")), _plain(_largest_size(spec))]

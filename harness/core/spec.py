@@ -2,11 +2,20 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from harness.core.fields import (
+    RunField,
+    int_list,
+    key_defaults,
+    legacy_options,
+    non_negative_int,
+    not_in_key,
+    positive_int,
+    spec_key,
+)
 
 SIZES = ("tiny", "small", "full")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -35,18 +44,104 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: environ[k] for k in sorted(environ) if k.startswith(PERF_ENV_PREFIXES)}
 
 
+_PEAK_HELP = ("where peak_flops (the MFU denominator) comes from: in-run (timed before and "
+              "after the measured steps; default) or cached (the highest reading of `dtbench "
+              "peak` on this hardware); DTBENCH_PEAK sets the default")
+_COMPILE_HELP = ("torch.compile: on, off, auto (the choice cached for this hardware and "
+                 "configuration, else time eager against compiled steps now and cache the "
+                 "faster) or default (the cached choice where one exists, else eager); a bare "
+                 "--compile is on")
+_IPEX_HELP = ("Intel Extension for PyTorch on the cpu backend, chosen like --compile: on (a "
+              "skipped record says why where it cannot be used), off, auto, or default (a "
+              "cached measured win, else off)")
+
+# Every field of a run, in the order `dtbench run --help` lists them.
+RUN_FIELDS: tuple[RunField, ...] = (
+    RunField("workload", ("-w", "--workload"), suite=str, multi=1, store=True, baseline=True,
+             report=1),
+    RunField("backend", ("-b", "--backend"), help="cpu, cuda or auto", suite=str, multi=3,
+             store=True, baseline=True, report=3),
+    RunField("comm", ("--comm",), choices=COMM_CHOICES, suite=str, multi=4, store=True,
+             report=4),
+    RunField("launcher", ("--launcher",), choices=LAUNCHER_CHOICES, suite=str, store=True,
+             report=5),
+    RunField("nproc", ("-n", "--nproc"), type=int_list, action="append", suite=int, multi=6,
+             help="ranks per node; a comma list such as 1,2,4 runs each",
+             spec="nproc_per_node"),
+    RunField("nnodes", ("--nnodes",), type=positive_int, suite=int, report=8),
+    RunField("node_rank", ("--node-rank",), type=non_negative_int, launch=True),
+    RunField("master_addr", ("--master-addr",), launch=True),
+    RunField("master_port", ("--master-port",), type=positive_int, launch=True),
+    RunField("hostfile", ("--hostfile",), launch=True),
+    RunField("strategy", ("--strategy",), suite=str, multi=7, key_default="ddp",
+             help="how the run is distributed (dtbench list shows them); repeatable"),
+    RunField("strategy_options", ("--strategy-opt",), action="append", metavar="KEY=VALUE",
+             help="an option of the strategy; repeatable", suite=dict, key_default={}),
+    RunField("straggler", ("--straggler",), metavar="RANK:FACTOR", suite=str, key_default=None,
+             help="that rank's compute takes FACTOR times as long, e.g. 1:3"),
+    RunField("bucket_mb", ("--bucket-mb",), type=positive_int, suite=int, spec=None,
+             help="DDP gradient bucket size (MiB)", strategy_option="ddp", key_default=25),
+    RunField("compression", ("--compression",), choices=COMPRESSIONS, suite=str, spec=None,
+             help="gradient compression hook for multi-rank runs", strategy_option="ddp",
+             key_default="none"),
+    RunField("rank_timeout", ("--rank-timeout",), type=positive_int, default=120, launch=True,
+             help="seconds without progress before a rank counts as hung (default 120)"),
+    RunField("precision", ("--precision",), choices=PRECISIONS, suite=str, multi=5, store=True,
+             baseline=True, report=6),
+    RunField("size", ("--size",), choices=SIZES, suite=str, multi=2, store=True, baseline=True,
+             report=2),
+    RunField("batch_size", ("--batch-size",), type=positive_int, help="per rank", suite=int,
+             spec="batch_per_rank", report=10),
+    RunField("steps", ("--steps",), type=positive_int, suite=int),
+    RunField("warmup", ("--warmup",), type=non_negative_int, suite=int, minimum=0),
+    RunField("mode", ("--mode",), choices=MODES, suite=str, store=True, baseline=True,
+             report=12),
+    RunField("repeat", ("--repeat",), type=positive_int, suite=int, spec=None),
+    RunField("threads", ("--threads",), type=positive_int, help="CPU threads per rank",
+             suite=int, minimum=0, report=9),
+    RunField("seed", ("--seed",), type=non_negative_int, suite=int, minimum=0, identity=False),
+    RunField("compile", ("--compile",), nargs="?", const="on", choices=COMPILE_MODES,
+             default=None, help=_COMPILE_HELP, suite=(bool, str)),
+    RunField("ipex", ("--ipex",), choices=IPEX_MODES, default=None, help=_IPEX_HELP, suite=str,
+             key_default=False),
+    RunField("channels_last", ("--no-channels-last",), action="store_false", default=None,
+             suite=bool),
+    RunField("peak", ("--peak",), choices=PEAK_SOURCES, help=_PEAK_HELP, suite=str,
+             identity=False),
+    RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
+             help="run even when ranks x threads exceed 4x the usable cores or the estimated "
+             "memory exceeds the machine's"),
+    RunField("data", ("--data",), help="user data: .npz/.h5 images+labels, or text for lstm",
+             suite=str),
+    RunField("out", ("--out",), default="results", help="results store (default ./results)",
+             launch=True),
+    RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
+    RunField("resume", ("--resume",), action="store_true", launch=True,
+             help="skip runs that already have success records in the store"),
+    RunField("quiet", ("-q", "--quiet"), action="store_true", help="no progress display",
+             launch=True),
+    # Spec fields the planner settles or derives; no option sets them directly.
+    RunField("compile_mode", identity=False),
+    RunField("ipex_mode", identity=False),
+    RunField("suite", identity=False, store=True, report=14),
+    RunField("env", identity=False),
+    RunField("replicas", identity=False),
+    RunField("world_size", store=True, report=7),
+    RunField("global_batch", report=11),
+)
+
 # Spec fields newer than the first records, with the values that reproduce their keys.
-KEY_DEFAULTS: dict[str, Any] = {"strategy": "ddp", "strategy_options": {}, "straggler": None,
-                                "ipex": False}
+KEY_DEFAULTS: dict[str, Any] = key_defaults(RUN_FIELDS)
 # Options of the ddp strategy that older records kept as spec fields (and in their keys).
-DDP_SPEC_OPTIONS = {"bucket_mb": 25, "compression": "none"}
+DDP_SPEC_OPTIONS = legacy_options(RUN_FIELDS, "ddp")
 # Derived or descriptive fields that never make two runs different experiments.
-NOT_IN_KEY = ("suite", "seed", "env", "peak", "replicas", "compile_mode", "ipex_mode")
+NOT_IN_KEY = not_in_key(RUN_FIELDS)
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that defines one benchmark run; two equal specs are the same experiment."""
+    """Everything that defines one benchmark run; two equal specs are the same experiment.
+    Each field is declared in RUN_FIELDS too, where its flag, suite key and identity live."""
 
     kind: ClassVar[str] = "train"
 
@@ -111,16 +206,7 @@ class RunSpec:
         environment or where the peak came from). Fields added since records were first
         written are left out while they hold their defaults, so the key of an unchanged
         experiment stays what older records carry."""
-        identity = {k: v for k, v in self.as_dict().items()
-                    if k not in NOT_IN_KEY and not (k in KEY_DEFAULTS and v == KEY_DEFAULTS[k])}
-        if self.strategy == "ddp":
-            # ddp's bucket size and compression were spec fields before strategies existed.
-            options = identity.pop("strategy_options", {})
-            identity.update({name: options.get(name, default)
-                             for name, default in DDP_SPEC_OPTIONS.items()})
-            identity.update({k: v for k, v in options.items() if k not in DDP_SPEC_OPTIONS})
-        blob = json.dumps(identity, sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        return spec_key(self.as_dict(), RUN_FIELDS)
 
     def label(self) -> str:
         options = "".join(f" {k}={v}" for k, v in self.strategy_options)

@@ -11,14 +11,27 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
+from harness.core.fields import baseline_columns, store_columns
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.interrupts import stop_signals_deferred
+from harness.core.spec import RUN_FIELDS
 from harness.records.record import load_record, validate_record
 
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 60
-COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
-           "launcher", "precision", "world_size", "mode", "spec_key", "suite")
+# The spec's columns are those its fields declare; an index with other columns is rebuilt.
+SPEC_COLUMNS = store_columns(RUN_FIELDS)
+COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key")
+# What a one-rank scaling baseline shares with the run it is the baseline of.
+BASELINE_COLUMNS = baseline_columns(RUN_FIELDS)
+
+
+_CREATE = f"CREATE TABLE {{if_new}}runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))"
+_INSERT = f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' for _ in COLUMNS)})"
+
+
+def _columns(connection: sqlite3.Connection) -> tuple[str, ...]:
+    return tuple(row[1] for row in connection.execute("PRAGMA table_info(runs)"))
 
 
 def _enable_wal(connection: sqlite3.Connection) -> None:
@@ -75,25 +88,37 @@ class Store:
         try:
             connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
             _enable_wal(connection)
-            connection.execute(
-                f"CREATE TABLE IF NOT EXISTS runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))")
+            connection.execute(_CREATE.format(if_new="IF NOT EXISTS "))
+            if _columns(connection) != COLUMNS:
+                self._recreate(connection)
         except BaseException:
             connection.close()
             raise
         return connection
 
+    def _recreate(self, connection: sqlite3.Connection) -> None:
+        """Rebuild an index written with other columns (an older version) from the files."""
+        rows = self._rows(self.record_paths())
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            if _columns(connection) != COLUMNS:
+                connection.execute("DROP TABLE runs")
+                connection.execute(_CREATE.format(if_new=""))
+                connection.executemany(_INSERT, rows)
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
         spec = record.get("spec", {})
         return tuple(_cell(value) for value in (
             record["run_id"], path.name, record["created_at"], record["status"],
-            spec.get("workload"), spec.get("size"), spec.get("backend"), spec.get("comm"),
-            spec.get("launcher"), spec.get("precision"), spec.get("world_size"),
-            spec.get("mode"), record.get("spec_key"), spec.get("suite")))
+            *(spec.get(name) for name in SPEC_COLUMNS), record.get("spec_key")))
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
         with self._connect() as connection:
-            connection.executemany(
-                f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' for _ in COLUMNS)})", rows)
+            connection.executemany(_INSERT, rows)
         connection.close()
 
     def add(self, record: dict[str, Any]) -> Path:
@@ -156,11 +181,11 @@ class Store:
             return None
         connection = self._connect()
         try:
+            where = " AND ".join(["status = 'success'", "world_size = 1",
+                                  *(f"{name} = ?" for name in BASELINE_COLUMNS)])
             rows = connection.execute(
-                "SELECT path FROM runs WHERE status = 'success' AND world_size = 1 AND "
-                "workload = ? AND size = ? AND backend = ? AND precision = ? AND mode = ? "
-                "ORDER BY created_at DESC",
-                (spec.workload, spec.size, spec.backend, spec.precision, spec.mode)).fetchall()
+                f"SELECT path FROM runs WHERE {where} ORDER BY created_at DESC",
+                tuple(getattr(spec, name) for name in BASELINE_COLUMNS)).fetchall()
         finally:
             connection.close()
         strong = None

@@ -10,14 +10,15 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.fields import report_columns
+from harness.core.spec import RUN_FIELDS
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
 
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
                "world_size", "nnodes", "batch_per_rank", "mode")
-SPEC_FIELDS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
-               "nnodes", "threads", "batch_per_rank", "global_batch", "mode", "op", "suite",
-               "kernel", "pass", "algorithm")
+# The spec columns: those the run fields declare, with the comm and kernel fields among them.
+SPEC_FIELDS = report_columns(RUN_FIELDS, {"op": 13, "kernel": 15, "pass": 16, "algorithm": 17})
 _UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
 
 

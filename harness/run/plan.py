@@ -6,7 +6,8 @@ import os
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.spec import COMPILE_MODES, IPEX_MODES, RunSpec, performance_env
+from harness.core.fields import legacy_options, multi_keys
+from harness.core.spec import COMPILE_MODES, IPEX_MODES, RUN_FIELDS, RunSpec, performance_env
 from harness.run.suites import Suite
 from harness.run.validate import validate
 from harness.strategies import STRATEGIES
@@ -14,7 +15,7 @@ from harness.strategies import STRATEGIES
 # The default of --peak where the command line and the suite say nothing (e.g. cached in tests).
 PEAK_ENV = "DTBENCH_PEAK"
 # Command-line options that may be given several times; one run per combination.
-MULTI_KEYS = ("workload", "size", "backend", "comm", "precision", "nproc", "strategy")
+MULTI_KEYS = multi_keys(RUN_FIELDS)
 
 
 def best_backend() -> str:
@@ -49,7 +50,7 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     strategy = STRATEGIES.get(options.get("strategy") or "ddp")
     world = nproc * (options.get("nnodes") or 1)
     comm = options.get("comm") or ("none" if world == 1 else "gloo")
-    spec = RunSpec(
+    values: dict[str, Any] = dict(
         workload=workload.name, size=size, backend=backend, comm=comm,
         # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.
         launcher=options.get("launcher") or ("mpirun" if comm == "mpi" and world > 1
@@ -76,6 +77,11 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         suite=suite_name,
         env=tuple(performance_env().items()),
     )
+    # A declared field the planner does not settle above takes its option's value as given.
+    values.update({f.spec_name: options[f.name] for f in RUN_FIELDS
+                   if f.suite is not None and f.spec_name is not None
+                   and f.spec_name not in values and options.get(f.name) is not None})
+    spec = RunSpec(**values)
     replicas = strategy.replicas(spec)
     if replicas != spec.world_size:
         spec = spec.replace(replicas=replicas)
@@ -105,7 +111,7 @@ def ipex_mode(value: Any) -> str:
 def strategy_options(options: dict[str, Any], strategy: str) -> dict[str, Any]:
     """--strategy-opt pairs, with --bucket-mb and --compression as ddp's options."""
     raw = dict(options.get("strategy_options") or {})
-    for name in ("bucket_mb", "compression"):
+    for name in legacy_options(RUN_FIELDS, "ddp"):
         if options.get(name) is not None:
             if strategy != "ddp":
                 raise UsageError(f"--{name.replace('_', '-')} is an option of --strategy ddp, "

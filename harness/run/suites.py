@@ -11,18 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.spec import PRECISIONS
+from harness.core.fields import suite_keys, suite_minimums
+from harness.core.spec import PRECISIONS, RUN_FIELDS
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000
-RUN_KEYS = {
-    "workload": str, "size": str, "backend": str, "comm": str, "launcher": str,
-    "precision": str, "nproc": int, "nnodes": int, "batch_size": int, "steps": int,
-    "warmup": int, "mode": str, "repeat": int, "threads": int, "channels_last": bool,
-    "compile": (bool, str), "ipex": str, "data": str, "seed": int, "bucket_mb": int,
-    "compression": str, "peak": str,
-    "strategy": str, "strategy_options": dict, "straggler": str,
-}
+RUN_KEYS = suite_keys(RUN_FIELDS)
+# The least integer each integer key takes.
+RUN_MINIMUMS = suite_minimums(RUN_FIELDS)
 TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
 KERNEL_KEYS = ("set", "precision")
 
@@ -55,7 +51,7 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
             names = " or ".join(t.__name__ for t in
                                 (expected if isinstance(expected, tuple) else (expected,)))
             raise UsageError(f"{source}: {where}.{key} must be a {names}, got {item!r}")
-        minimum = 0 if key in ("warmup", "threads", "seed") else 1
+        minimum = RUN_MINIMUMS[key]
         if expected is int and item < minimum:
             raise UsageError(f"{source}: {where}.{key} must be "
                              f"{'>= 0' if minimum == 0 else 'positive'}, got {item}")

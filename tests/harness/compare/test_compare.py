@@ -298,6 +298,20 @@ def test_spec_key_separates_specs_the_fields_do_not() -> None:
     assert [len(b.records) for b, _ in pairs] == [2]
 
 
+def test_records_without_spec_key_match_by_the_same_identity_rule_as_the_key() -> None:
+    """The fallback is RunSpec.key()'s rule: threads (identity) separate, seed does not."""
+    from harness.compare.matching import spec_differences
+
+    steps = steady_steps()
+    base = [make_record("b1", steps, spec_key=None, threads=4)]
+    same = [make_record("c1", steps, spec_key=None, threads=4, seed=9)]
+    other = [make_record("c2", steps, spec_key=None, threads=8)]
+    assert len(match_specs(base, same)[0]) == 1
+    pairs, only_base, only_cand = match_specs(base, other)
+    assert pairs == [] and len(only_base) == len(only_cand) == 1
+    assert spec_differences(base, other) == ["threads: 4 vs 8"]
+
+
 def test_only_successful_records_are_compared() -> None:
     failed = make_record("c1", [s * 2 for s in steady_steps()])
     failed["status"] = "failed"

@@ -215,3 +215,44 @@ def test_reconcile_rebuilds_an_unreadable_index(tmp_path: Path) -> None:
     (tmp_path / INDEX_NAME).write_bytes(b"not a database" * 100)
     assert store.reconcile_index() == 1
     assert len(index_rows(store)) == 1
+
+
+# The index's columns before run fields were declared once (what stores on disk may hold).
+OLD_COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
+               "launcher", "precision", "world_size", "mode", "spec_key", "suite")
+
+
+def test_an_index_with_other_columns_is_rebuilt_from_the_files(tmp_path: Path) -> None:
+    from harness.records.store import COLUMNS
+
+    store = Store(tmp_path)
+    record = make_record("alexnet")
+    store.add(record)
+    store.index_path.unlink()
+    connection = sqlite3.connect(store.index_path)
+    connection.execute(f"CREATE TABLE runs ({', '.join(OLD_COLUMNS)}, PRIMARY KEY (path))")
+    connection.execute(f"INSERT INTO runs VALUES ({', '.join('?' for _ in OLD_COLUMNS)})",
+                       ("stale", "gone.json", "", "success", *[None] * 10))
+    connection.commit()
+    connection.close()
+    assert store.count_success(record["spec_key"]) == 1
+    connection = sqlite3.connect(store.index_path)
+    try:
+        names = tuple(row[1] for row in connection.execute("PRAGMA table_info(runs)"))
+    finally:
+        connection.close()
+    assert names == COLUMNS
+    assert [row[0] for row in index_rows(store)] == [record["run_id"]]
+    assert store.reconcile_index() == 0
+
+
+def test_the_baseline_is_a_one_rank_run_of_the_same_workload_and_precision(
+        tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    one = RunSpec(workload="lstm", size="tiny", batch_per_rank=8, steps=3, warmup=1)
+    store.add(make_record(spec=one.replace(precision="bf16"), second=1))
+    store.add(make_record(spec=one, second=2))
+    two = one.replace(nproc_per_node=2, comm="gloo")
+    found = store.find_baseline(two)
+    assert found is not None and found["spec"]["precision"] == "fp32"
+    assert store.find_baseline(two.replace(size="small")) is None

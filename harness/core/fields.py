@@ -1,0 +1,199 @@
+"""Run fields declared once: each `RunField` says how a run option is spelled on the command line
+and in a suite, which spec field it fills, whether that field is part of the run's identity, and
+whether the store indexes it. The command line, the suite keys, the identity key, compare's
+fallback key, the store's columns and the report's columns are all functions of a field tuple."""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Marks a keyword that was not given (None is a meaningful default for several fields).
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; each a positive integer."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(parts):
+        raise argparse.ArgumentTypeError(
+            f"expected a comma list of positive integers, got {text!r}")
+    return [positive_int(p) for p in parts]
+
+
+@dataclass(frozen=True)
+class RunField:
+    """One option or spec field of a run, with every surface it appears on.
+
+    `name` is the option's name (its suite key and argparse dest); `spec` the RunSpec field it
+    fills ("" for the same name, None for none). A field with neither flags nor a suite type is
+    a spec field the planner derives (world_size, env). `launch` marks options that say where
+    ranks start or where records go: on the command line, never in a spec or a suite."""
+
+    name: str
+    flags: tuple[str, ...] = ()
+    help: str | None = None
+    type: Any = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    action: str | None = None
+    nargs: str | None = None
+    const: Any = None
+    default: Any = MISSING
+    # a suite file's TOML type for this key (None: not a suite key), and its least integer
+    suite: type | tuple[type, ...] | None = None
+    minimum: int = 1
+    # repeatable: one run per value; combinations vary the highest rank fastest
+    multi: int = 0
+    spec: str | None = ""
+    identity: bool = True
+    # for fields added after the first records: the key leaves them out while they hold this
+    key_default: Any = MISSING
+    # the strategy whose option this flag sets, and which older records kept as a spec field
+    strategy_option: str | None = None
+    # every task's record carries it and the store indexes it; `baseline`: a one-rank run that
+    # scaling efficiency divides by must have the same value (a store column too)
+    store: bool = False
+    baseline: bool = False
+    # position among the report's spec columns (0: not a column)
+    report: int = 0
+    launch: bool = False
+
+    @property
+    def spec_name(self) -> str | None:
+        return self.name if self.spec == "" else self.spec
+
+    def argparse_kwargs(self) -> dict[str, Any]:
+        """The keywords of `add_argument` for this field's flags."""
+        given = {"dest": self.name if self.flags[-1].lstrip("-").replace("-", "_") != self.name
+                 else None,
+                 "action": "append" if self.multi and self.action is None else self.action,
+                 "type": self.type, "choices": self.choices, "metavar": self.metavar,
+                 "nargs": self.nargs, "const": self.const, "help": self.help}
+        kwargs = {key: value for key, value in given.items() if value is not None}
+        if self.default is not MISSING:
+            kwargs["default"] = self.default
+        return kwargs
+
+
+def add_options(parser: argparse.ArgumentParser, fields: Sequence[RunField]) -> None:
+    """Every field with flags as an option of `parser`, in declared order."""
+    for declared in fields:
+        if declared.flags:
+            parser.add_argument(*declared.flags, **declared.argparse_kwargs())
+
+
+def option_keys(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The run options the command line gives (launch options apart)."""
+    return tuple(f.name for f in fields if f.flags and not f.launch)
+
+
+def multi_keys(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """Repeatable options, in the order their combinations nest."""
+    return tuple(f.name for f in sorted((f for f in fields if f.multi), key=lambda f: f.multi))
+
+
+def suite_keys(fields: Sequence[RunField]) -> dict[str, type | tuple[type, ...]]:
+    """Suite key -> the TOML type(s) it takes."""
+    return {f.name: f.suite for f in fields if f.suite is not None}
+
+
+def suite_minimums(fields: Sequence[RunField]) -> dict[str, int]:
+    return {f.name: f.minimum for f in fields if f.suite is not None}
+
+
+def spec_fields(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The names of the spec's fields (derived ones such as world_size included)."""
+    return tuple(f.spec_name for f in fields if f.spec_name is not None and not f.launch)
+
+
+def not_in_key(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """Spec fields that never make two runs different experiments."""
+    return tuple(f.spec_name for f in fields
+                 if f.spec_name is not None and not f.launch and not f.identity)
+
+
+def key_defaults(fields: Sequence[RunField]) -> dict[str, Any]:
+    """Spec fields newer than the first records, with the values that reproduce their keys."""
+    return {f.spec_name: f.key_default for f in fields
+            if f.spec_name is not None and f.identity and f.key_default is not MISSING}
+
+
+def legacy_options(fields: Sequence[RunField], strategy: str) -> dict[str, Any]:
+    """Options of `strategy` that older records kept as spec fields, with their defaults."""
+    return {f.name: f.key_default for f in fields if f.strategy_option == strategy}
+
+
+def identity(spec: Mapping[str, Any], fields: Sequence[RunField]) -> dict[str, Any]:
+    """The part of a spec (as a record stores it) that decides which experiment it is.
+
+    Identity fields at their key_default are left out, so the key of an unchanged experiment
+    stays what older records carry; ddp's legacy options count as spec fields, as they were."""
+    defaults = key_defaults(fields)
+    found: dict[str, Any] = {}
+    for declared in fields:
+        name = declared.spec_name
+        if name is None or declared.launch or not declared.identity:
+            continue
+        if name not in spec:
+            if name not in defaults:
+                found[name] = None
+            continue
+        if not (name in defaults and spec[name] == defaults[name]):
+            found[name] = spec[name]
+    strategy = spec.get("strategy", defaults.get("strategy"))
+    legacy = legacy_options(fields, strategy) if isinstance(strategy, str) else {}
+    if legacy:
+        options = found.pop("strategy_options", None)
+        options = options if isinstance(options, dict) else {}
+        found.update({name: options.get(name, spec.get(name, default))
+                      for name, default in legacy.items()})
+        found.update({k: v for k, v in options.items() if k not in legacy})
+    return found
+
+
+def spec_key(spec: Mapping[str, Any], fields: Sequence[RunField]) -> str:
+    """A short stable hash of the spec's identity."""
+    blob = json.dumps(identity(spec, fields), sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def store_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The spec fields the store's index holds a column for."""
+    return tuple(f.spec_name for f in fields if f.store and f.spec_name is not None)
+
+
+def baseline_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The store columns a scaling baseline shares with the run it is the baseline of."""
+    return tuple(f.spec_name for f in fields if f.baseline and f.spec_name is not None)
+
+
+def report_columns(fields: Sequence[RunField], others: Mapping[str, int] | None = None
+                   ) -> tuple[str, ...]:
+    """The spec columns of the report, by position; `others` places fields of other tasks."""
+    placed = {f.spec_name: f.report for f in fields if f.report and f.spec_name is not None}
+    placed.update(others or {})
+    return tuple(sorted(placed, key=lambda name: placed[name]))
