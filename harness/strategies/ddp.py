@@ -11,13 +11,13 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
-    OVERLAP,
     STRATEGIES,
     Option,
     Strategy,
     broadcast_from_first,
 )
 from harness.strategies.compression import COMPRESSIONS, register_compression
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 # Bytes on the wire per fp32 gradient byte under each hook (PowerSGD depends on the shapes).

@@ -13,7 +13,8 @@ from torch import nn
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import OVERLAP, STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 

@@ -13,7 +13,8 @@ import torch.distributed as dist
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import OVERLAP, STRATEGIES, Option, clip_gradients
+from harness.strategies.base import STRATEGIES, Option, clip_gradients
+from harness.strategies.options import OVERLAP
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.strategies.ps import DAMP_STALE, MOMENTUM, SERVERS, ParameterServerStrategy
 

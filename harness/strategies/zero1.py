@@ -10,9 +10,10 @@ from torch import nn
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import OVERLAP, STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
 from harness.strategies.compression import register_compression
 from harness.strategies.ddp import BUCKET_MB, COMPRESSION, check_compression, compression_ratio
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 
