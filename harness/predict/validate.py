@@ -4,7 +4,8 @@ fits of the same backend and link) and set beside its measured step time.
 
 Records without spec.strategy ran DistributedDataParallel: strategy `ddp`, with the run's
 bucket size and compression. Records with spec.strategy and spec.strategy_options are
-predicted with that strategy's model; the link (nnodes, a rate in spec.env or
+predicted with that strategy's model, the options the run was not given at its class's
+defaults (the same values the run used); the link (nnodes, a rate in spec.env or
 machine.interconnect) picks the comm calibration of the same link where one exists.
 Single-rank runs are calibration, never predicted: the plain or ddp ones measure compute, a
 strategy's own (fsdp at one rank) its per-step work (harness.predict.overhead).

@@ -6,11 +6,14 @@ update), gradient clipping, which rank does what (its role), which data shard a 
 how many samples a step consumes, whether replicas must agree, and what it measures beyond
 the common metrics. Everything else (the loops, timing, peaks, records) is shared.
 
-Planning side (the launching process): `options` are declared and parsed here, `check`
+Planning side (the launching process): `options` are declared on the class
+(harness/strategies/options.py) and resolved here for `run` and `predict` alike, `check`
 rejects combinations that cannot work (exit 2), `unsupported` names combinations it does not
 implement (a skipped record), `replicas` and `roles` describe the ranks, `traffic` gives the
-analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked
-against. Rank side: an instance per rank, built with the run's Recipe.
+analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked against
+and predict prices, and class attributes state the traits the step-time model reads
+(synchronous, replicas_agree, local_forward, own_work). Rank side: an instance per rank, built
+with the run's Recipe.
 """
 from __future__ import annotations
 
