@@ -41,8 +41,8 @@ def predict_options(name: str, given: dict[str, str]) -> dict[str, Any]:
 
 
 def without_assumptions(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    cls = STRATEGIES.get(name)
-    return {k: v for k, v in options.items() if not cls.option(k).assumption}  # type: ignore
+    assumed = {o.name for o in STRATEGIES.get(name).options if o.assumption}
+    return {k: v for k, v in options.items() if k not in assumed}
 
 
 def candidates(option: Option) -> Iterator[str]:
