@@ -21,6 +21,20 @@ def _entries(registry: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _option(option: Any) -> dict[str, Any]:
+    """An option as its strategy class declares it (predict and run both resolve it there)."""
+    entry = {"default": option.default, "help": option.help, "type": option.kind.__name__}
+    if option.aliases:
+        entry["aliases"] = list(option.aliases)
+    if option.choices is not None:
+        entry["choices"] = list(option.choices)
+    if option.minimum is not None:
+        entry["minimum"] = option.minimum
+    if option.assumption:
+        entry["predict_only"] = option.assumption
+    return entry
+
+
 def command(args: argparse.Namespace) -> int:
     from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
     from harness.collectors import COLLECTORS
@@ -38,8 +52,7 @@ def command(args: argparse.Namespace) -> int:
         "strategies": [{"name": n, "family": STRATEGIES.get(n).family,
                         "summary": STRATEGIES.get(n).summary,
                         "engine": STRATEGIES.get(n).engine,
-                        "options": {o.name: {"default": o.default, "help": o.help}
-                                    for o in STRATEGIES.get(n).options}}
+                        "options": {o.name: _option(o) for o in STRATEGIES.get(n).options}}
                        for n in STRATEGIES],
         "suites": [{"name": n, "description": load_suite(n).description}
                    for n in builtin_names()],
@@ -58,7 +71,9 @@ def command(args: argparse.Namespace) -> int:
             print(f"  {e['name']:<10} {state}")
     print("strategies:")
     for s in data["strategies"]:
-        options = ", ".join(f"{k}={v['default']}" for k, v in s["options"].items())
+        options = ", ".join(f"{k}={v['default']}" + (" (predict only)" if "predict_only" in v
+                                                      else "")
+                            for k, v in s["options"].items())
         print(f"  {s['name']:<10} {s['family']}: {s['summary']}"
               + (f"  [options: {options}]" if options else ""))
     print("suites:")

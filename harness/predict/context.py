@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from harness.core.spec import RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
 from harness.predict.overhead import StrategyOverhead
@@ -92,6 +93,14 @@ class Context:
 
     def option(self, name: str) -> Any:
         return self.options[name]
+
+    def run_at(self, strategy: str, nodes: int) -> RunSpec:
+        """The run this context describes at `nodes` ranks: the strategy class's traits
+        (servers, workers, pushers) are read through it rather than known here twice."""
+        batch = self.batch if self.scaling == "weak" else max(1, self.batch // nodes)
+        return RunSpec(self.facts.workload, self.facts.size, precision=self.precision,
+                       nproc_per_node=nodes, batch_per_rank=int(batch), strategy=strategy,
+                       strategy_options=tuple(sorted(self.options.items())))
 
     def with_overhead(self, strategy: str, estimate: StepEstimate, missing: str = ""
                       ) -> StepEstimate:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
+from harness.strategies.ddp import COMPRESSION_RATIO
 
 FIRST_BUCKET_BYTES = 2**20  # DDP closes its first bucket at 1 MiB, so reduction starts early
-COMPRESSION = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
 UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hooks) is not "
                  "priced: no single-rank fsdp record (--comm gloo) to measure it")
 
@@ -19,9 +19,9 @@ UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hoo
 def gradient_scale(ctx: Context) -> float:
     """Bytes on the wire per fp32 gradient byte under the run's compression hook."""
     name = str(ctx.options.get("compression", "none"))
-    if name not in COMPRESSION:
+    if name not in COMPRESSION_RATIO:
         raise NotModelled(f"compression {name!r} is not modelled (only fp16, bf16, none)")
-    return COMPRESSION[name]
+    return COMPRESSION_RATIO[name]
 
 
 def buckets(ctx: Context, scale: float = 1.0) -> list[tuple[float, float]]:
@@ -85,7 +85,7 @@ def zero1(ctx: Context, nodes: int) -> StepEstimate:
     comm = {**step.comm, "broadcast (parameter)": shards}
     return ctx.with_overhead("zero1", StepEstimate(
         step.step_time + shards, step.samples_per_step, step.compute_time, comm,
-        volumes.zero1(ctx.facts.param_bytes, nodes),
+        volumes.zero1(ctx.facts.param_bytes, nodes, gradient_ratio=gradient_scale(ctx)),
         ("the optimizer's own time is not divided by n",)))
 
 

@@ -1,4 +1,6 @@
-"""The strategy models by name, their options, and predictions over node counts."""
+"""The step-time model of each strategy, registered by the strategy's name, and predictions
+over node counts. A strategy's options, their defaults and aliases are its class's
+(harness.strategies): the model prices what a run of that class would do."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -8,6 +10,7 @@ from typing import Any
 from harness.core.errors import UnknownNameError, UsageError
 from harness.predict import dataparallel, modelparallel, servers
 from harness.predict.context import Context, NotModelled, StepEstimate
+from harness.strategies import STRATEGIES, Strategy
 
 Model = Callable[[Context, int], StepEstimate]
 
@@ -19,76 +22,48 @@ MODELS: dict[str, Model] = {
     "pipeline": modelparallel.pipeline, "tensor": modelparallel.tensor,
     "dp-tp": modelparallel.dp_tp,
 }
-_DDP = {"bucket_mb": 25, "overlap": True, "compression": "none"}
-# strategy -> option -> default (its type is the type of the default)
-OPTIONS: dict[str, dict[str, Any]] = {
-    "ddp": _DDP, "zero1": _DDP, "fsdp": {"reshard_after_forward": True, "overlap": True},
-    "localsgd": {"period": 8, "subgroup": 1, "overlap": True}, "ps-sync": {"servers": 1},
-    "ps-async": {"servers": 1}, "downpour": {"servers": 1, "n_fetch": 1, "n_push": 1},
-    "ssp": {"servers": 1, "staleness": 0}, "hogwild": {}, "gossip": {"neighbours": 2},
-    "hybrid": {"groups": 1, "servers": 1, "overlap": True},
-    "pipeline": {"schedule": "1f1b", "microbatches": 4, "chunks": 0},
-    "tensor": {}, "dp-tp": {"tp": 2},
-}
-ALIASES = {"H": "period", "K": "servers", "G": "groups", "M": "microbatches", "s": "staleness",
-           "v": "chunks", "bucket_cap_mb": "bucket_mb", "n_servers": "servers",
-           "n_group": "groups"}
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _value(strategy: str, key: str, default: Any, text: Any) -> Any:
-    if isinstance(default, bool):
-        word = str(text).strip().lower()
-        if word in _TRUE or word in _FALSE:
-            return word in _TRUE
-        raise UsageError(f"--strategy-opt {key}={text}: expected 1/0 (true/false) for {strategy}")
-    if isinstance(default, int):
-        try:
-            number = int(str(text))
-        except ValueError:
-            raise UsageError(f"--strategy-opt {key}={text}: expected an integer for "
-                             f"{strategy}") from None
-        if number < 0 or (number == 0 and default != 0):
-            raise UsageError(f"--strategy-opt {key}={text}: must be positive for {strategy}")
-        return number
-    return str(text)
+def strategy_class(strategy: str) -> type[Strategy]:
+    """The registered strategy class, or UnknownNameError naming the modelled ones."""
+    if strategy not in MODELS or strategy not in STRATEGIES:
+        raise UnknownNameError(f"unknown strategy {strategy!r}; the model knows: "
+                               f"{', '.join(MODELS)}")
+    return STRATEGIES.get(strategy)
 
 
 def strategy_options(strategy: str, given: dict[str, Any], strict: bool = True
                      ) -> dict[str, Any]:
-    """The options of one strategy: its defaults, overridden by the `given` keys it knows
-    (aliases such as H, K, G, M allowed); with strict, a key it does not know is an error."""
-    if strategy not in MODELS:
-        raise UnknownNameError(f"unknown strategy {strategy!r}; the model knows: "
-                               f"{', '.join(MODELS)}")
-    known = OPTIONS[strategy]
-    options = dict(known)
-    for key, text in given.items():
-        name = ALIASES.get(key, key)
-        if name in known:
-            options[name] = _value(strategy, key, known[name], text)
-        elif strict:
-            raise UsageError(f"--strategy-opt {key}: {strategy} has no such option "
-                             f"(it takes: {', '.join(known) or 'none'})")
-    return options
+    """The options the model prices for one strategy: every option its class declares (model
+    assumptions included), the default where not given, aliases resolved by the class; with
+    strict, a key the class does not take is an error, else it is left out."""
+    cls = strategy_class(strategy)
+    known = given if strict else {k: v for k, v in given.items() if cls.option(k) is not None}
+    return cls.resolve_options(known, model=True)
+
+
+def unpriced(strategy: str, given: dict[str, Any]) -> list[str]:
+    """The given keys the step-time model does not price: not options of the strategy, or
+    options it declares unpriced (the servers' momentum)."""
+    cls = strategy_class(strategy)
+    return sorted(k for k in given if (option := cls.option(k)) is None or not option.priced)
 
 
 def parse_option_pairs(pairs: list[str], strategies: list[str]) -> dict[str, dict[str, Any]]:
-    """KEY=VALUE pairs given once for all --strategy values: each strategy takes the keys it
-    knows; a key no strategy knows is an error."""
+    """KEY=VALUE pairs given once for all --strategy values: each strategy takes the keys its
+    class knows (by name or alias); a key no strategy knows is an error."""
     given: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--strategy-opt {pair!r}: expected KEY=VALUE")
         given[key.strip()] = value.strip()
+    classes = {s: strategy_class(s) for s in strategies}
     for key in given:
-        name = ALIASES.get(key, key)
-        if not any(name in OPTIONS.get(s, {}) for s in strategies):
+        if not any(cls.option(key) is not None for cls in classes.values()):
             raise UsageError(f"--strategy-opt {key}: no strategy of {', '.join(strategies)} "
                              "takes it")
-    return {s: strategy_options(s, {k: v for k, v in given.items()
-                                    if ALIASES.get(k, k) in OPTIONS[s]}) for s in strategies}
+    return {s: strategy_options(s, given, strict=False) for s in strategies}
 
 
 @dataclass(frozen=True)
@@ -115,9 +90,7 @@ class Point:
 
 def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
     """The strategy's estimate at each node count (ctx.options are the strategy's)."""
-    if strategy not in MODELS:
-        raise UnknownNameError(f"unknown strategy {strategy!r}; the model knows: "
-                               f"{', '.join(MODELS)}")
+    strategy_class(strategy)
     model = MODELS[strategy]
     baseline = 1 / ctx.compute.seconds_per_sample
     points = []

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
+from harness.strategies.pipecut import SCHEDULES
 from workloads.layers import balance_stages, block_table
-
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 
 
 def pipeline(ctx: Context, nodes: int) -> StepEstimate:
@@ -20,12 +19,17 @@ def pipeline(ctx: Context, nodes: int) -> StepEstimate:
 
     step = (M·v + p - 1) · (T·s/M + 2·t_x), t_x = α + (B/M)·a_cut·β over the largest cut;
     bubble = (p - 1)/(M·v + p - 1). GPipe and 1F1B take the same time (they differ in memory).
+    A run's `stages` must then be p·v: the model prices one pipeline over all ranks.
     """
     schedule = str(ctx.option("schedule"))
     if schedule not in SCHEDULES:
         raise NotModelled(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     micro = int(ctx.option("microbatches"))
     chunks = int(ctx.options.get("chunks") or (2 if schedule == "interleaved-1f1b" else 1))
+    stages = int(ctx.options.get("stages") or 0)
+    if stages and stages != nodes * chunks:
+        raise NotModelled(f"stages={stages} is not {chunks} per rank at {nodes} ranks (the model "
+                          "prices one pipeline over all ranks)")
     units = block_table(ctx.facts.layers)
     if nodes * chunks > len(units):
         raise NotModelled(f"cannot cut {len(units)} blocks into {nodes * chunks} pipeline stages")

@@ -17,15 +17,17 @@ from harness.predict.calibration import (
     single_rank_run,
     step_times,
 )
+from harness.strategies import STRATEGIES
 
 # Strategies whose own work runs once per step on every rank whatever the rank count, so that
-# one rank measures it: fsdp (FSDP2's per-unit copies, DTensor bookkeeping, hooks), zero1
-# (ZeroRedundancyOptimizer's sharded step), tensor (DTensor dispatch in the split layers).
-# Not ddp (its single-rank run is the compute calibration itself), not pipeline (its
-# schedule's own time grows with stages and micro-batches, not once per step), nor those whose
-# single-rank run leaves out the work they do on n ranks (localsgd's averages, gossip's
-# neighbours, hogwild's shared model, the parameter servers, dp-tp's two dimensions).
-PER_STEP = ("fsdp", "zero1", "tensor")
+# one rank measures it: those whose class says what that work is (Strategy.own_work; fsdp,
+# zero1, tensor). Not ddp (its single-rank run is the compute calibration itself), not
+# pipeline (its schedule's own time grows with stages and micro-batches, not once per step),
+# nor those whose single-rank run leaves out the work they do on n ranks (localsgd's
+# averages, gossip's neighbours, hogwild's shared model, the parameter servers, dp-tp's two
+# dimensions).
+PER_STEP = tuple(name for name in STRATEGIES
+                 if STRATEGIES.get(name).own_work)
 IDENTITY = ("workload", "size", "precision", "backend")
 
 

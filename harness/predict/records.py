@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.predict.context import Context
-from harness.predict.model import Point
+from harness.predict.model import Point, strategy_class
 from harness.records.record import Metric, build_record
 
 MODEL_VERSION = 1
@@ -50,6 +51,24 @@ def _created(text: str) -> dt.datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
+def _json_value(value: Any) -> Any:
+    """A value JSON can hold without NaN or infinity (ssp's staleness=inf becomes "inf")."""
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def modelled_options(ctx: Context, strategy: str) -> dict[str, Any]:
+    """The options the prediction priced: every option of the strategy's class, resolved."""
+    return {key: _json_value(value) for key, value in sorted(ctx.options.items())}
+
+
+def option_roles(strategy: str) -> dict[str, list[str]]:
+    """Which of the options are the model's assumptions (a run cannot be told them) and which
+    it takes without pricing them, from the strategy's class."""
+    options = strategy_class(strategy).options
+    return {"assumptions": sorted(o.name for o in options if o.assumption),
+            "not_priced": sorted(o.name for o in options if not o.priced)}
+
+
 def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
     """The spec of one predicted configuration (identity fields as in run records)."""
     estimate = point.estimate
@@ -60,7 +79,7 @@ def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
         "world_size": point.nodes, "nnodes": point.nodes, "nproc_per_node": 1,
         "batch_per_rank": ctx.batch if ctx.scaling == "weak" else ctx.batch / point.nodes,
         "global_batch": samples, "steps": 0, "warmup": 0, "mode": "prediction",
-        "strategy": point.strategy, "strategy_options": dict(sorted(ctx.options.items())),
+        "strategy": point.strategy, "strategy_options": modelled_options(ctx, point.strategy),
         "scaling": ctx.scaling, "network": ctx.network.description,
         "network_assumed": ctx.network.assumed, "algorithm": ctx.network.algorithm,
         "compute": ctx.compute.source, "compute_assumed": ctx.compute.assumed,
@@ -117,6 +136,7 @@ def prediction_record(ctx: Context, point: Point, provenance: Provenance,
         "comm_overtakes_compute": point.comm_overtakes_compute,
         "notes": list(estimate.notes) if estimate else [],
         "assumptions": list(provenance.assumptions),
+        "options": option_roles(point.strategy),
         "calibration": calibration,
     }
     digest = _digest({"spec": spec, "details": details, "extra": extra or {}})

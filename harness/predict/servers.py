@@ -15,14 +15,24 @@ from __future__ import annotations
 
 from harness.predict.context import Context, NotModelled, StepEstimate
 from harness.predict.dataparallel import overlapped_allreduce
-from harness.strategies import volumes
+from harness.strategies import STRATEGIES, volumes
+from harness.strategies.ps import ParameterServerStrategy
 
 
-def _layout(ctx: Context, nodes: int) -> tuple[int, int]:
-    servers = int(ctx.options.get("servers", 1))
-    if servers < 1 or nodes - servers < 1:
+def _server_class(strategy: str) -> type[ParameterServerStrategy]:
+    cls = STRATEGIES.get(strategy)
+    if not issubclass(cls, ParameterServerStrategy):
+        raise TypeError(f"strategy {strategy} has no parameter servers")
+    return cls
+
+
+def _layout(ctx: Context, nodes: int, strategy: str) -> tuple[int, int]:
+    """(servers, workers) as the strategy's class lays out `nodes` ranks."""
+    cls, run = _server_class(strategy), ctx.run_at(strategy, nodes)
+    servers, workers = cls.servers(run), cls.workers(run)
+    if servers < 1 or workers < 1:
         raise NotModelled(f"needs more than the {servers} server rank(s)")
-    return servers, nodes - servers
+    return servers, workers
 
 
 def exchange(ctx: Context, servers: int, clients: int, nbytes: float) -> tuple[float, float]:
@@ -34,7 +44,7 @@ def exchange(ctx: Context, servers: int, clients: int, nbytes: float) -> tuple[f
 
 def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
     """step = T (slowest of W) + push + fetch, each max(K·α + P·β, W·(α + P/K·β))."""
-    servers, workers = _layout(ctx, nodes)
+    servers, workers = _layout(ctx, nodes, "ps-sync")
     samples = ctx.rank_batch(workers)
     total = ctx.compute_time(samples, workers)
     client, server = exchange(ctx, servers, workers, ctx.facts.param_bytes)
@@ -46,12 +56,12 @@ def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
                         volumes.ps_sync(ctx.facts.param_bytes, nodes, servers=servers), notes)
 
 
-def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
+def _asynchronous(ctx: Context, nodes: int, strategy: str, push_every: int, fetch_every: int,
                   vol: dict[str, float]) -> StepEstimate:
     """Workers cycle in T + (K·α + P·β)·(1/push_every + 1/fetch_every); the servers serve
     at most 1 / ((α + P/K·β)·(1/push_every + 1/fetch_every)) worker steps per second; the
     step is the mean time between one worker's steps, W / min(W / cycle, capacity)."""
-    servers, workers = _layout(ctx, nodes)
+    servers, workers = _layout(ctx, nodes, strategy)
     samples = ctx.rank_batch(workers)
     total = ctx.compute_time(samples)
     client, server_per_client = exchange(ctx, servers, 1, ctx.facts.param_bytes)
@@ -70,24 +80,26 @@ def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
 
 def ps_async(ctx: Context, nodes: int) -> StepEstimate:
     """Push and fetch every step, applied on arrival (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes)
-    return _asynchronous(ctx, nodes, 1, 1,
+    servers, _ = _layout(ctx, nodes, "ps-async")
+    return _asynchronous(ctx, nodes, "ps-async", 1, 1,
                          volumes.ps_async(ctx.facts.param_bytes, nodes, servers=servers))
 
 
 def downpour(ctx: Context, nodes: int) -> StepEstimate:
     """Push every n_push, fetch every n_fetch steps (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes)
-    push, fetch = int(ctx.option("n_push")), int(ctx.option("n_fetch"))
-    return _asynchronous(ctx, nodes, push, fetch, volumes.downpour(
+    servers, _ = _layout(ctx, nodes, "downpour")
+    run = ctx.run_at("downpour", nodes)
+    cls = _server_class("downpour")
+    push, fetch = cls.push_every(run), cls.fetch_every(run)
+    return _asynchronous(ctx, nodes, "downpour", push, fetch, volumes.downpour(
         ctx.facts.param_bytes, nodes, servers=servers, n_fetch=fetch, n_push=push))
 
 
 def ssp(ctx: Context, nodes: int) -> StepEstimate:
     """As ps-async: the staleness bound s only makes fast workers wait for stragglers, which
     identical ranks do not have."""
-    servers, _ = _layout(ctx, nodes)
-    step = _asynchronous(ctx, nodes, 1, 1,
+    servers, _ = _layout(ctx, nodes, "ssp")
+    step = _asynchronous(ctx, nodes, "ssp", 1, 1,
                          volumes.ssp(ctx.facts.param_bytes, nodes, servers=servers))
     return StepEstimate(step.step_time, step.samples_per_step, step.compute_time, step.comm,
                         step.volumes, (*step.notes, "the staleness bound is not modelled"))
@@ -98,8 +110,9 @@ def hybrid(ctx: Context, nodes: int) -> StepEstimate:
     group) + the leader's push and fetch (2·(K·α + P·β)) + broadcast(P, g) of the new
     parameters. Groups run asynchronously; the servers serve at most 1 / (2·(α + P/K·β))
     group steps per second; step = G / min(G / cycle, capacity)."""
-    servers, workers = _layout(ctx, nodes)
-    groups = int(ctx.option("groups"))
+    servers, workers = _layout(ctx, nodes, "hybrid")
+    # one leader per group pushes (the class's pushers); the model allows uneven groups
+    groups = _server_class("hybrid").pushers(ctx.run_at("hybrid", nodes))
     if not 1 <= groups <= workers:
         raise NotModelled(f"{workers} workers do not make {groups} groups")
     size = -(-workers // groups)  # the largest group sets the pace of a group step

@@ -4,7 +4,8 @@ fits of the same backend and link) and set beside its measured step time.
 
 Records without spec.strategy ran DistributedDataParallel: strategy `ddp`, with the run's
 bucket size and compression. Records with spec.strategy and spec.strategy_options are
-predicted with that strategy's model; the link (nnodes, a rate in spec.env or
+predicted with that strategy's model, the options the run was not given at its class's
+defaults (the same values the run used); the link (nnodes, a rate in spec.env or
 machine.interconnect) picks the comm calibration of the same link where one exists.
 Single-rank runs are calibration, never predicted: the plain or ddp ones measure compute, a
 strategy's own (fsdp at one rank) its per-step work (harness.predict.overhead).
@@ -23,12 +24,13 @@ from harness.predict.calibration import (
     network_from_fits,
 )
 from harness.predict.context import Context, workload_facts
-from harness.predict.model import ALIASES, MODELS, Point, predict, strategy_options
+from harness.predict.model import MODELS, Point, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
 from harness.records.record import metric
+from harness.strategies import STRATEGIES
 
 GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
-RUN_FIELDS = ("bucket_mb", "compression")  # ddp settings kept in the spec itself
+RUN_FIELDS = ("bucket_mb", "compression")  # ddp's options that old records keep as spec fields
 
 
 @dataclass(frozen=True)
@@ -68,13 +70,6 @@ def _step_time(record: dict[str, Any]) -> float | None:
     return _metric(record, "step_time")
 
 
-# Strategies whose ranks each run the whole forward pass with no communication in it (fsdp's
-# forward all-gathers, model-parallel stages wait on activations): there, the measured forward
-# phase against the calibration run's tells compute error apart from communication error.
-LOCAL_FORWARD = ("ddp", "zero1", "localsgd", "ps-sync", "ps-async", "downpour", "ssp",
-                 "hybrid", "gossip")
-
-
 def forward_drift(record: dict[str, Any], calibration: list[dict[str, Any]],
                   run_ids: tuple[str, ...], sharing: float) -> float | None:
     """measured forward phase / (the calibration runs' forward per sample x batch x core
@@ -105,7 +100,10 @@ def measured_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _given_options(spec: dict[str, Any], strategy: str) -> dict[str, Any]:
-    given = {key: spec[key] for key in RUN_FIELDS if key in spec and strategy in ("ddp", "zero1")}
+    """The options the run was given: its strategy_options, and the spec fields of old
+    records that the strategy's class declares as options."""
+    cls = STRATEGIES.get(strategy)
+    given = {key: spec[key] for key in RUN_FIELDS if key in spec and cls.option(key)}
     options = spec.get("strategy_options")
     if isinstance(options, dict):
         given.update(options)
@@ -175,7 +173,7 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     except UsageError as why:
         return replace(row, note=str(why))
     notes = []
-    ignored = sorted(set(given) - set(options) - {k for k, v in ALIASES.items() if v in options})
+    ignored = unpriced(strategy, given)
     if ignored:
         notes.append(f"options not modelled: {', '.join(ignored)}")
     if "overlap" in options and "overlap" not in given and cores_full(record):
@@ -201,7 +199,7 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     if point.estimate is None:
         notes.append(point.reason)
     drift = forward_drift(record, calibration, compute.run_ids, sharing) \
-        if strategy in LOCAL_FORWARD and "scaled" not in compute.source else None
+        if STRATEGIES.get(strategy).local_forward and "scaled" not in compute.source else None
     return ValidationRow(record, strategy, link, row.measured, point, ctx, "; ".join(notes),
                          drift)
 

@@ -6,16 +6,18 @@ update), gradient clipping, which rank does what (its role), which data shard a 
 how many samples a step consumes, whether replicas must agree, and what it measures beyond
 the common metrics. Everything else (the loops, timing, peaks, records) is shared.
 
-Planning side (the launching process): `options` are declared and parsed here, `check`
+Planning side (the launching process): `options` are declared on the class
+(harness/strategies/options.py) and resolved here for `run` and `predict` alike, `check`
 rejects combinations that cannot work (exit 2), `unsupported` names combinations it does not
 implement (a skipped record), `replicas` and `roles` describe the ranks, `traffic` gives the
-analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked
-against. Rank side: an instance per rank, built with the run's Recipe.
+analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked against
+and predict prices, and class attributes state the traits the step-time model reads
+(synchronous, replicas_agree, local_forward, own_work). Rank side: an instance per rank, built
+with the run's Recipe.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -29,46 +31,7 @@ from harness.core.errors import UsageError
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.strategies.meter import CommMeter
-
-
-@dataclass(frozen=True)
-class Option:
-    """One option a strategy takes: `--strategy-opt NAME=VALUE`."""
-
-    name: str
-    kind: type
-    default: Any
-    help: str
-    minimum: float | None = None
-    choices: tuple[Any, ...] | None = None
-    aliases: tuple[str, ...] = ()
-
-    def parse(self, value: Any, strategy: str) -> Any:
-        """The typed value, or UsageError saying what is expected."""
-        where = f"--strategy-opt {self.name} of {strategy}"
-        if isinstance(value, str) and self.kind is not str:
-            text = value.strip()
-            try:
-                if self.kind is bool:
-                    if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                        raise ValueError(text)
-                    value = text.lower() in ("true", "1", "yes")
-                elif self.kind is float and text.lower() in ("inf", "infinity"):
-                    value = math.inf
-                else:
-                    value = self.kind(text)
-            except ValueError:
-                raise UsageError(f"{where}: expected {self.kind.__name__}, got {value!r}") from None
-        elif self.kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
-            raise UsageError(f"{where}: expected {self.kind.__name__}, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise UsageError(f"{where}: {value!r} is not one of "
-                             f"{', '.join(map(str, self.choices))}")
-        if self.minimum is not None and value < self.minimum:
-            raise UsageError(f"{where} must be >= {self.minimum:g}, got {value}")
-        return value
+from harness.strategies.options import Option
 
 
 @dataclass
@@ -140,23 +103,48 @@ class Strategy(ABC):
     launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
     # Whether set-up applies Recipe.ipex (ipex.optimize of the model and its optimizer).
     uses_ipex: ClassVar[bool] = False
+    # Each rank runs the whole forward pass with no communication in it, so its forward phase
+    # against a single-rank run's tells compute error from communication error (predict).
+    local_forward: ClassVar[bool] = True
+    # What the strategy's own machinery does once per step on every rank whatever their
+    # number, which a single-rank run with a process group therefore measures (predict adds
+    # it to the step); empty when there is no such work or one rank does not show it.
+    own_work: ClassVar[str] = ""
 
     # ---------------------------------------------------------------- planning side
     @classmethod
-    def parse_options(cls, raw: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-        """Typed, validated options (defaults filled in where they differ from nothing),
-        sorted by name; UsageError for an option this strategy does not take."""
-        by_name = {o.name: o for o in cls.options}
-        by_name.update({alias: o for o in cls.options for alias in o.aliases})
+    def option(cls, key: str) -> Option | None:
+        """The option named `key` or aliased by it; None when this strategy has none."""
+        return next((o for o in cls.options if key in o.names), None)
+
+    @classmethod
+    def parse_options(cls, raw: Mapping[str, Any], *, model: bool = False
+                      ) -> tuple[tuple[str, Any], ...]:
+        """Typed, validated given options by their names (aliases resolved), sorted by name;
+        UsageError for an option this strategy does not take, and (unless for the step-time
+        `model`) for a model assumption, which a run cannot honour."""
         parsed: dict[str, Any] = {}
         for key, value in raw.items():
-            option = by_name.get(key)
+            option = cls.option(key)
             if option is None:
                 known = ", ".join(o.name for o in cls.options) or "none"
                 raise UsageError(f"strategy {cls.name} takes no option {key!r}; its options: "
                                  f"{known}")
+            if option.assumption and not model:
+                raise UsageError(f"--strategy-opt {key}: an assumption of `dtbench predict` "
+                                 f"about {cls.name}, not an option of a run: "
+                                 f"{option.assumption}")
             parsed[option.name] = option.parse(value, cls.name)
         return tuple(sorted(parsed.items()))
+
+    @classmethod
+    def resolve_options(cls, raw: Mapping[str, Any], *, model: bool = False) -> dict[str, Any]:
+        """Every option with its value, the default where not given: what a run of this
+        strategy uses (or, with `model`, what the step-time model prices, its assumptions
+        included). `run` and `predict` both resolve through here."""
+        values = {o.name: o.default for o in cls.options if model or not o.assumption}
+        values.update(cls.parse_options(raw, model=model))
+        return dict(sorted(values.items()))
 
     @classmethod
     def option_value(cls, spec: RunSpec, name: str) -> Any:
@@ -195,11 +183,10 @@ class Strategy(ABC):
         return ["worker"] * spec.world_size
 
     @classmethod
+    @abstractmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        """Analytic bytes a rank sends per step, by kind (the per-rank mean)."""
-        from harness.strategies import volumes
-
-        return volumes.ddp(param_bytes, spec.world_size)
+        """Analytic bytes a rank sends per step, by kind (the per-rank mean): every strategy
+        states its own (harness/strategies/volumes.py), none inherits another's."""
 
     # ---------------------------------------------------------------- rank side
     def __init__(self, spec: RunSpec, place: RankPlace, recipe: Recipe,
@@ -353,4 +340,23 @@ def broadcast_from_first(module: nn.Module, group: Any = None, src: int = 0) -> 
         dist.broadcast(tensor.data, src=src, group=group)
 
 
-STRATEGIES: Registry[type[Strategy]] = Registry("strategy")
+class StrategyRegistry(Registry[type[Strategy]]):
+    """Strategies by name; a class with an abstract method left (traffic, setup, step) is
+    refused when it registers, not when a run first builds it."""
+
+    def register(self, name: str) -> Callable[[type[Strategy]], type[Strategy]]:
+        add = super().register(name)
+
+        def decorate(entry: type[Strategy]) -> type[Strategy]:
+            missing = sorted(getattr(entry, "__abstractmethods__", ()))
+            if missing:
+                raise TypeError(f"strategy {name!r} does not implement {', '.join(missing)}")
+            if entry.name != name:
+                raise TypeError(f"strategy class {entry.__name__} is named {entry.name!r}, "
+                                f"registered as {name!r}")
+            return add(entry)
+
+        return decorate
+
+
+STRATEGIES = StrategyRegistry("strategy")

@@ -10,12 +10,36 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import (
+    STRATEGIES,
+    Option,
+    Strategy,
+    broadcast_from_first,
+)
 from harness.strategies.compression import COMPRESSIONS, register_compression
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 # Bytes on the wire per fp32 gradient byte under each hook (PowerSGD depends on the shapes).
 COMPRESSION_RATIO = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
+BUCKET_MB = Option("bucket_mb", int, 25, "gradient bucket size in MiB", minimum=1,
+                   aliases=("bucket_cap_mb",))
+COMPRESSION = Option("compression", str, "none", "gradient compression hook",
+                     choices=COMPRESSIONS)
+
+
+def compression_ratio(compression: str) -> float:
+    """Bytes on the wire per fp32 gradient byte; PowerSGD's depends on each gradient's shape."""
+    ratio = COMPRESSION_RATIO.get(compression)
+    if ratio is None:
+        raise NotImplementedError("PowerSGD's volume depends on each gradient's shape")
+    return ratio
+
+
+def check_compression(spec: RunSpec, compression: str) -> None:
+    """A compression hook needs a process group to hook into."""
+    if compression != "none" and not spec.distributed:
+        raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
 
 
 @STRATEGIES.register("ddp")
@@ -27,24 +51,16 @@ class DDP(Strategy):
     family = "data parallel, synchronous"
     engine = "torch.nn.parallel.DistributedDataParallel (+ DDP communication hooks)"
     uses_ipex = True
-    options: ClassVar[tuple[Option, ...]] = (
-        Option("bucket_mb", int, 25, "gradient bucket size in MiB", minimum=1,
-               aliases=("bucket_cap_mb",)),
-        Option("compression", str, "none", "gradient compression hook",
-               choices=COMPRESSIONS),
-    )
+    options: ClassVar[tuple[Option, ...]] = (BUCKET_MB, COMPRESSION, OVERLAP)
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
         super().check(spec)
-        if cls.option_value(spec, "compression") != "none" and not spec.distributed:
-            raise UsageError("--compression needs several ranks (-n 2 or more with --comm)")
+        check_compression(spec, cls.option_value(spec, "compression"))
 
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        ratio = COMPRESSION_RATIO.get(cls.option_value(spec, "compression"))
-        if ratio is None:
-            raise NotImplementedError("PowerSGD's volume depends on each gradient's shape")
+        ratio = compression_ratio(cls.option_value(spec, "compression"))
         return volumes.ddp(param_bytes * ratio, spec.world_size)
 
     def setup(self) -> None:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Strategy, broadcast_from_first
+from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 
@@ -36,10 +38,18 @@ class FSDP(Strategy):
     engine = "torch.distributed.fsdp.fully_shard (FSDP2) on a DeviceMesh"
     replicas_agree = False  # each rank holds a shard, not a replica
     comms = ("gloo", "mpi", "nccl")
+    local_forward = False  # the forward pass all-gathers each unit's parameters
+    own_work = "FSDP2's per-unit copies into and out of the flat buffers, DTensor, hooks"
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("reshard_after_forward", bool, True, "free the gathered parameters after the "
+               "forward pass and gather them again for backward (FSDP2's default)"),
+        OVERLAP,
+    )
 
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        return volumes.fsdp(param_bytes, spec.world_size)
+        return volumes.fsdp(param_bytes, spec.world_size, reshard_after_forward=bool(
+            cls.option_value(spec, "reshard_after_forward")))
 
     def setup(self) -> None:
         recipe = self.recipe
@@ -55,8 +65,9 @@ class FSDP(Strategy):
 
             broadcast_from_first(model)
             mesh = init_device_mesh(self.place.device.type, (self.spec.world_size,))
+            reshard = bool(self.option_value(self.spec, "reshard_after_forward"))
             for unit in list(shard_units(model)):
-                fully_shard(unit, mesh=mesh)
+                fully_shard(unit, mesh=mesh, reshard_after_forward=reshard)
             fully_shard(model, mesh=mesh)
             # FSDP2 calls the reduce_scatter_tensor/all_gather_into_tensor names that
             # torch 2.13 deprecates: one FutureWarning per step otherwise.

@@ -3,12 +3,14 @@ ConsistentNeighbors): each rank steps on its own gradient, then averages its par
 its ring neighbours' (rank-1 and rank+1), every step."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.distributed as dist
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Strategy, broadcast_from_first
+from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
 from harness.strategies.steps import data_parallel_step
 
 
@@ -26,6 +28,11 @@ class Gossip(Strategy):
     family = "decentralized"
     engine = "torch.distributed isend/irecv between ring neighbours"
     replicas_agree = False  # neighbours agree only in the limit
+    options: ClassVar[tuple[Option, ...]] = (
+        Option("neighbours", int, 2, "peers each rank exchanges parameters with every step",
+               minimum=1, assumption="the run mixes with both ring neighbours (rank-1 and "
+               "rank+1; one when there are two ranks)"),
+    )
 
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:

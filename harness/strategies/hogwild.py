@@ -40,6 +40,9 @@ class Hogwild(Strategy):
     engine = "torch.from_file(shared=True) mapped by every rank (share_memory across processes)"
     replicas_agree = False  # one model, not replicas
     synchronous = False
+    # Its forward pass reads weights that the other ranks write meanwhile: not a clean
+    # measure of compute beside the single-rank run's.
+    local_forward = False
     comms: ClassVar[tuple[str, ...]] = ("gloo",)
     launchers: ClassVar[tuple[str, ...]] = ("local",)
 

@@ -14,6 +14,7 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, clip_gradients
+from harness.strategies.options import OVERLAP
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.strategies.ps import DAMP_STALE, MOMENTUM, SERVERS, ParameterServerStrategy
 
@@ -31,10 +32,11 @@ class Hybrid(ParameterServerStrategy):
               "to the parameter servers")
     options: ClassVar[tuple[Option, ...]] = (
         Option("groups", int, 2, "groups of workers (G); it must divide the workers",
-               minimum=1),
+               minimum=1, aliases=("G", "n_group")),
         SERVERS,
         MOMENTUM,
         DAMP_STALE,
+        OVERLAP,
     )
 
     @classmethod

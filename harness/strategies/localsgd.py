@@ -9,6 +9,7 @@ import torch
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
 
@@ -23,6 +24,11 @@ class LocalSGD(Strategy):
     options: ClassVar[tuple[Option, ...]] = (
         Option("period", int, 4, "steps between parameter averages (H)", minimum=1,
                aliases=("H",)),
+        Option("subgroup", int, 1, "ranks of a subgroup that allreduce gradients every step "
+               "(post-local SGD)", minimum=1,
+               assumption="the run averages parameters only (subgroup=1): torch's "
+               "post-local-SGD subgroups are not wired into it"),
+        OVERLAP,
     )
 
     @classmethod

@@ -44,8 +44,12 @@ class Pipeline(Strategy):
                aliases=("M",)),
         Option("stages", int, 0, "pipeline stages (0: one per rank, two for "
                "interleaved-1f1b)", minimum=0),
+        Option("chunks", int, 0, "stages per rank (v; 0: two for interleaved-1f1b, else one) "
+               "at every node count predicted", minimum=0, aliases=("v",),
+               assumption="a run places its stages by `schedule` and `stages`"),
     )
     replicas_agree = False  # each rank holds its stage(s) only
+    local_forward = False  # a stage waits for the previous stage's activations
     comms = ("gloo", "mpi")
 
     # ---------------------------------------------------------------- planning side

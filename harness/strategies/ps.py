@@ -28,7 +28,7 @@ from harness.strategies.paramserver import (
 )
 
 SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",
-                 minimum=1)
+                 minimum=1, aliases=("K", "n_servers"))
 # Stale gradients act like extra momentum (Mitliagkas et al. 2016, "Asynchrony begets
 # momentum"), so the workload's momentum tuned for synchronous SGD is too much for the
 # asynchronous rules: at momentum 0.9, ps-async, downpour and hybrid on hep_cnn small missed
@@ -36,12 +36,13 @@ SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded ove
 # async_momentum(): the workload's for one pusher, less for several. The option overrides it.
 MOMENTUM = Option("momentum", float, None, "the servers' SGD momentum in [0, 1) (default: "
                   "the workload's; for ps-async, downpour and hybrid 1 - P(1 - that) with P "
-                  "pushers); staleness adds implicit momentum", minimum=0)
+                  "pushers); staleness adds implicit momentum", minimum=0, priced=False)
 # The recipe's learning rate was tuned for fresh gradients; a gradient computed t versions ago
 # is applied at 1/(1 + t) of it (Zhang et al. 2016, "Staleness-aware async-SGD"). Fresh
 # gradients (ps-sync, one worker) keep the full rate.
 DAMP_STALE = Option("damp_stale", bool, True, "scale a gradient t versions stale by 1/(1+t) "
-                    "(staleness-aware learning rate); false applies all at the full rate")
+                    "(staleness-aware learning rate); false applies all at the full rate",
+                    priced=False)
 
 
 def async_momentum(momentum: float, pushers: int) -> float:
@@ -302,7 +303,7 @@ class SSP(ParameterServerStrategy):
         MOMENTUM,
         DAMP_STALE,
         Option("staleness", float, None, "the bound s (clocks; inf never waits); required",
-               minimum=0, aliases=("s",)),
+               minimum=0, aliases=("s",), priced=False),
     )
     rule = "clock"
     tolerates_worker_loss = True  # the lost worker is dropped from the bound
@@ -332,7 +333,8 @@ class Downpour(ParameterServerStrategy):
         DAMP_STALE,
         Option("n_fetch", int, 1, "steps between parameter fetches", minimum=1),
         Option("n_push", int, 1, "steps between gradient pushes (their mean)", minimum=1),
-        Option("adagrad", bool, False, "servers apply updates with Adagrad (DistBelief)"),
+        Option("adagrad", bool, False, "servers apply updates with Adagrad (DistBelief)",
+               priced=False),
     )
 
     @classmethod

@@ -92,6 +92,7 @@ class _TPBase(Strategy):
 
     replicas_agree = False  # the FC layers are shards
     comms = ("gloo", "mpi")
+    local_forward = False  # the split layers gather and reduce activations in the forward
     batch_sharded: ClassVar[bool] = False
 
     @classmethod
@@ -172,6 +173,7 @@ class Tensor(_TPBase):
     summary = "tensor parallel FC layers (colwise/rowwise) over all ranks, one shared batch"
     family = "model parallel"
     engine = "torch.distributed.tensor.parallel (ColwiseParallel/RowwiseParallel)"
+    own_work = "DTensor's dispatch in the split layers"
 
     @classmethod
     def replicas(cls, spec: RunSpec) -> int:

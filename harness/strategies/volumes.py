@@ -41,12 +41,14 @@ def ddp(param_bytes: float, world_size: int) -> Volumes:
     return by_kind(gradient=sent_bytes("allreduce", param_bytes, world_size))
 
 
-def zero1(param_bytes: float, world_size: int) -> Volumes:
-    """ZeRO-1: gradient allreduce 2(n-1)/n · P; each rank then broadcasts its updated shard
-    (P/n) to the others, n broadcasts: parameter = n · mean_broadcast(P/n) = (n-1)/n · P."""
+def zero1(param_bytes: float, world_size: int, *, gradient_ratio: float = 1.0) -> Volumes:
+    """ZeRO-1: gradient allreduce 2(n-1)/n · P (times the compression hook's ratio); each rank
+    then broadcasts its updated shard (P/n) to the others, n broadcasts: parameter =
+    n · mean_broadcast(P/n) = (n-1)/n · P."""
     n = world_size
     shards = n * mean_sent_bytes("broadcast", param_bytes / max(n, 1), n)
-    return by_kind(gradient=sent_bytes("allreduce", param_bytes, n), parameter=shards)
+    return by_kind(gradient=sent_bytes("allreduce", param_bytes * gradient_ratio, n),
+                   parameter=shards)
 
 
 def fsdp(param_bytes: float, world_size: int, *, reshard_after_forward: bool = True) -> Volumes:

@@ -140,6 +140,29 @@ def test_zero1_fsdp_and_localsgd_h1_equal_ddp_and_count_the_analytic_bytes(
     assert report["zero1"]["state_bytes"]["parameters"] == ddp_state["parameters"]
 
 
+def test_zero1_takes_ddps_bucket_and_compression_and_fsdp_may_keep_its_gathers(
+        tmp_path: Path) -> None:
+    """The options predict used to price alone are the run's: zero1 compresses its gradient
+    allreduce like ddp, fsdp without resharding gathers once a step and still equals ddp."""
+    report = run_check(tmp_path, "hep_cnn", ["ddp", "zero1:compression=fp16,bucket_mb=1",
+                                             "fsdp:reshard_after_forward=false"])
+    for entry, name, options in (("zero1:compression=fp16,bucket_mb=1", "zero1",
+                                  {"compression": "fp16", "bucket_mb": "1"}),
+                                 ("fsdp:reshard_after_forward=false", "fsdp",
+                                  {"reshard_after_forward": "false"})):
+        counted = mean_counted(report[entry]["counted"])
+        analytic = expected(name, "hep_cnn", 2, **options)
+        for kind in ("gradient", "parameter"):
+            assert counted[kind] == pytest.approx(analytic[kind], rel=0.05, abs=64), \
+                (entry, kind, counted, analytic)
+    full = expected("fsdp", "hep_cnn", 2)["parameter"]
+    assert expected("fsdp", "hep_cnn", 2, reshard_after_forward="false")["parameter"] == \
+        pytest.approx(full / 2)
+    for mine, theirs in zip(report["fsdp:reshard_after_forward=false"]["parameters"],
+                            report["ddp"]["parameters"], strict=True):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-6)
+
+
 def test_compression_counts_the_compressed_bytes_and_still_learns(tmp_path: Path) -> None:
     report = run_check(tmp_path, "lstm", ["ddp", "ddp:compression=fp16",
                                           "ddp:compression=bf16",

@@ -121,9 +121,9 @@ def test_options_and_names() -> None:
     options = parse_option_pairs(["H=4", "K=2"], ["localsgd", "ps-sync"])
     assert options["localsgd"]["period"] == 4 and options["ps-sync"]["servers"] == 2
     for pairs, strategies, match in ((["G=4"], ["ddp"], "no strategy"),
-                                     (["H=x"], ["localsgd"], "integer"),
+                                     (["H=x"], ["localsgd"], "period of localsgd: expected int"),
                                      (["H"], ["localsgd"], "KEY=VALUE"),
-                                     (["overlap=maybe"], ["ddp"], "1/0")):
+                                     (["overlap=maybe"], ["ddp"], "expected bool")):
         with pytest.raises(UsageError, match=match):
             parse_option_pairs(pairs, strategies)
     with pytest.raises(UnknownNameError, match="ddp"):
