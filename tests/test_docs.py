@@ -73,6 +73,17 @@ def test_command_table_lists_every_subcommand_and_only_those() -> None:
     assert set(table) == _subcommands()
 
 
+def test_every_option_of_every_subcommand_is_documented() -> None:
+    text = (DOCS / "spec" / "command-line.md").read_text()
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    missing = [f"{name} {flag}" for name, sub in actions[0].choices.items()
+               for action in sub._actions for flag in action.option_strings
+               if flag.startswith("--") and flag != "--help" and f"`{flag}" not in text
+               and f"/{flag}" not in text]
+    assert not missing, f"options not in docs/spec/command-line.md: {missing}"
+
+
 def _emitted_metric_names() -> set[str]:
     names = set()
     for path in (ROOT / "harness").rglob("*.py"):
