@@ -1,0 +1,145 @@
+"""The documentation in the repository stays true to the code: commands, metrics, strategies
+and links the docs name exist, and nothing points outside the repository."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.commands.cli import build_parser
+from harness.strategies import STRATEGIES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+METRIC = re.compile(r"Metric\(\s*(f?)\"([^\"]+)\"")
+SPEC_REFERENCE = re.compile(r"SPEC\s+(section\s*|§\s*)\d+")
+
+
+def _table_first_cells(text: str, heading: str) -> list[str]:
+    """The back-quoted first cells of the first table under `heading`."""
+    section = text.split(heading, 1)[1]
+    cells, started = [], False
+    for line in section.splitlines():
+        if line.startswith("|"):
+            started = True
+            match = re.match(r"\|\s*`([^`]+)`", line)
+            if match:
+                cells.append(match.group(1))
+        elif started:
+            break
+    return cells
+
+
+def _subcommands() -> set[str]:
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    return set(actions[0].choices)
+
+
+def _tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", "-z", *patterns], cwd=ROOT, capture_output=True,
+                         check=True).stdout.decode()
+    return [ROOT / name for name in out.split("\0") if name and (ROOT / name).is_file()]
+
+
+def _markdown_pages() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def test_readme_is_short() -> None:
+    assert len(README.read_text().splitlines()) <= 200
+
+
+def test_quick_start_has_exactly_the_two_commands() -> None:
+    section = README.read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert block.splitlines() == [
+        "python3 -m pip install -e . && dtbench run",
+        "python3 -m pip install -e '.[test]' && python3 -m pytest",
+    ]
+
+
+def test_ci_runs_the_quick_start_test_command() -> None:
+    assert 'python3 -m pytest "$@"' in (ROOT / ".ci" / "run").read_text()
+
+
+def test_command_table_lists_every_subcommand_and_only_those() -> None:
+    table = _table_first_cells((DOCS / "spec" / "command-line.md").read_text(), "## Commands")
+    assert table, "no command table in docs/spec/command-line.md"
+    assert set(table) == _subcommands()
+
+
+def test_every_option_of_every_subcommand_is_documented() -> None:
+    text = (DOCS / "spec" / "command-line.md").read_text()
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    missing = [f"{name} {flag}" for name, sub in actions[0].choices.items()
+               for action in sub._actions for flag in action.option_strings
+               if flag.startswith("--") and flag != "--help" and f"`{flag}" not in text
+               and f"/{flag}" not in text]
+    assert not missing, f"options not in docs/spec/command-line.md: {missing}"
+
+
+def _emitted_metric_names() -> set[str]:
+    names = set()
+    for path in (ROOT / "harness").rglob("*.py"):
+        for is_f, name in METRIC.findall(path.read_text()):
+            names.add(name.split("{", 1)[0] + "*" if is_f else name)
+    return names
+
+
+def test_metric_names_are_found_in_the_code() -> None:
+    assert {"throughput", "step_time", "mfu", "comm_bytes_*", "phase_*"} <= _emitted_metric_names()
+
+
+def test_every_emitted_metric_is_documented() -> None:
+    text = (DOCS / "spec" / "metrics.md").read_text()
+    documented = set(re.findall(r"`([a-z_0-9*]+)`", text))
+    missing = []
+    for name in _emitted_metric_names():
+        if name.endswith("*"):
+            if not any(d.startswith(name[:-1]) and d != name[:-1] for d in documented):
+                missing.append(name)
+        elif name not in documented:
+            missing.append(name)
+    assert not missing, f"metrics emitted but not in docs/spec/metrics.md: {sorted(missing)}"
+
+
+def test_every_strategy_and_option_is_documented() -> None:
+    text = (DOCS / "spec" / "strategies.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("|")]
+    for name in STRATEGIES.names():
+        own = [row for row in rows if row.startswith(f"| `{name}` |")]
+        assert own, f"strategy {name} missing from docs/spec/strategies.md"
+        for option in STRATEGIES.get(name).options:
+            assert any(f"| `{option.name}` |" in row for row in own), (name, option.name)
+
+
+@pytest.mark.parametrize("page", _markdown_pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path = (page.parent / target.split("#", 1)[0]).resolve()
+        if not path.exists():
+            broken.append(target)
+    assert not broken, f"{page.relative_to(ROOT)}: broken links {broken}"
+
+
+def test_nothing_refers_outside_the_repository() -> None:
+    needle = "../" + "shared"
+    offenders = [str(p.relative_to(ROOT)) for p in _tracked()
+                 if p.suffix not in {".json", ".html", ".png"}
+                 and needle in p.read_text(errors="ignore")]
+    assert not offenders
+
+
+def test_no_reference_to_spec_sections_outside_docs() -> None:
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _tracked("*.py")
+                 for m in SPEC_REFERENCE.finditer(p.read_text())]
+    assert not offenders, offenders
