@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import signal
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -135,8 +136,28 @@ class CommBackend(ABC):
     def availability(cls) -> Availability: ...
 
 
+# Deaths that usually follow another rank's failure rather than cause one: SIGTERM is how
+# torchrun, mpirun and dtbench stop the ranks left after a failure, and gloo aborts a rank
+# (SIGABRT) whose peer vanished in the middle of a collective.
+CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
+
+
+def killed_by_cause(code: int) -> bool:
+    """An exit code that says the process was killed by a signal that is itself a cause."""
+    return code < 0 and -code not in CONSEQUENCE_SIGNALS
+
+
+def signal_name(code: int) -> str:
+    """SIGKILL for the exit code -9."""
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 class Launcher(ABC):
-    """How ranks are started: spawned here, torchrun, mpirun, or srun in a Slurm allocation."""
+    """How ranks are started: spawned here, torchrun, mpirun, or srun in a Slurm allocation;
+    each launcher also reads its own failure output."""
 
     name: ClassVar[str]
 
@@ -146,8 +167,33 @@ class Launcher(ABC):
 
     @abstractmethod
     def commands(self, spec: Any, launch: Any, rank_args: list[str],
-                 env: dict[str, str]) -> list[Any]:
-        """The processes that start this node's ranks (LaunchCommand list)."""
+                 forward: Sequence[str]) -> list[Any]:
+        """The processes that start this node's ranks (LaunchCommand list); `forward` names
+        the environment variables that ranks on other hosts must be given."""
+
+    @property
+    def names_killed_ranks(self) -> bool:
+        """Whether this launcher's output says which ranks a signal killed: a rank that
+        vanished under it may then have been stopped after a peer failed."""
+        return False
+
+    def killed_ranks(self, output: str) -> list[tuple[int, int]]:
+        """(rank, -signal) for each rank that this launcher's output says a signal killed,
+        leaving out CONSEQUENCE_SIGNALS; the launcher's root cause first."""
+        return []
+
+    def failure_reason(self, output: str) -> str | None:
+        """The first rank this launcher's output says a signal killed, as a run's failure."""
+        kills = self.killed_ranks(output)
+        if not kills:
+            return None
+        rank, code = kills[0]
+        return f"rank {rank} killed by {signal_name(code)} ({self.name})"
+
+    def rank_lines(self, lines: list[str], rank: int) -> list[str]:
+        """What `rank` printed, out of a log that several ranks share ([] where this launcher
+        does not mark whose a line is)."""
+        return []
 
 
 COMPUTE_BACKENDS: Registry[type[ComputeBackend]] = Registry("backend")

@@ -1,19 +1,23 @@
 """Launchers: how ranks are started, on one node or many.
 
-Each launcher turns a spec into the command lines that start this node's share of the ranks;
-the supervisor (harness/supervisor.py) runs and watches them. All of them start the same rank
-entry point; none of them is a home-made cluster manager.
+Each launcher turns a spec into the command lines that start this node's share of the ranks,
+and reads its own failure output (which rank a signal killed, whose a line is); the
+supervisor (harness/run/supervisor.py) runs and watches them. All of them start the same
+rank entry point; none of them is a home-made cluster manager.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from backends.base import LAUNCHERS, Availability, Launcher
+from backends.base import LAUNCHERS, Availability, Launcher, killed_by_cause
 from harness.core.errors import UsageError
 from harness.core.spec import LaunchOptions, RunSpec
 
@@ -25,12 +29,6 @@ class LaunchCommand:
     argv: list[str]
     env: dict[str, str]
     rank: int | None = None
-
-
-# What ranks on other hosts need from the launching environment (mpirun -x / -envlist).
-FORWARDED = ("MASTER_ADDR", "MASTER_PORT", "DTBENCH_RUN_ID", "DTBENCH_SPEC_JSON",
-             "OMP_NUM_THREADS", "PYTHONPATH", "GLOO_SOCKET_IFNAME", "DTBENCH_MALLOC_TUNING",
-             "DTBENCH_FAULT", "DTBENCH_CHECK_SYNC")
 
 
 def _python() -> list[str]:
@@ -48,7 +46,7 @@ class LocalLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
+                 rank_args: list[str], forward: Sequence[str]) -> list[LaunchCommand]:
         if spec.nnodes > 1:
             raise UsageError("--launcher local starts ranks on this node only; use torchrun, "
                              "mpirun or slurm for --nnodes > 1")
@@ -57,6 +55,9 @@ class LocalLauncher(Launcher):
                                "WORLD_SIZE": str(spec.world_size),
                                "LOCAL_WORLD_SIZE": str(spec.nproc_per_node)}, rank=r)
                 for r in range(spec.nproc_per_node)]
+
+
+_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 @LAUNCHERS.register("torchrun")
@@ -74,13 +75,36 @@ class TorchrunLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
+                 rank_args: list[str], forward: Sequence[str]) -> list[LaunchCommand]:
         argv = [*_python(), "-m", "torch.distributed.run",
                 "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc_per_node),
                 "--node-rank", str(launch.node_rank), "--master-addr", launch.master_addr,
                 "--master-port", str(launch.master_port), "--max-restarts", "0",
                 "--monitor-interval", "1", "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]
+
+    @property
+    def names_killed_ranks(self) -> bool:
+        return True
+
+    def killed_ranks(self, output: str) -> list[tuple[int, int]]:
+        """torchrun prints its failures (the others first, then the "Root Cause (first
+        observed failure)") when it exits. It picks the root cause by time stamp, and a
+        SIGKILLed rank, which leaves no error file, is stamped when torchrun noticed: a peer
+        failing on the broken connection can be stamped earlier and named instead. So the
+        killed rank is looked for among all the entries."""
+        report, found, cause = output.rpartition("Root Cause (first observed failure)")
+        if not found:
+            return []
+        entries = (_TORCHRUN_ENTRY.findall(cause)
+                   + _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2]))
+        return [(int(rank), int(code)) for rank, code in entries
+                if killed_by_cause(int(code))]
+
+    def rank_lines(self, lines: list[str], rank: int) -> list[str]:
+        """torchrun prefixes every line of rank N with "[rankN]:"."""
+        prefix = f"[rank{rank}]:"
+        return [line[len(prefix):] for line in lines if line.startswith(prefix)]
 
 
 def mpirun_path() -> str | None:
@@ -96,6 +120,10 @@ def is_open_mpi(mpirun: str) -> bool:
     return "Open MPI" in out.stdout + out.stderr or "OpenRTE" in out.stdout + out.stderr
 
 
+_OPEN_MPI_KILL = re.compile(
+    r"noticed that process rank (\d+) with PID \d+ on node \S+ exited\s+on\s+signal (\d+)")
+
+
 @LAUNCHERS.register("mpirun")
 class MpirunLauncher(Launcher):
     """An MPI library's mpirun/mpiexec, with --hostfile for several nodes."""
@@ -109,14 +137,13 @@ class MpirunLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
+                 rank_args: list[str], forward: Sequence[str]) -> list[LaunchCommand]:
         mpirun = mpirun_path()
         assert mpirun is not None
         if launch.node_rank != 0:
             raise UsageError("with --launcher mpirun, run dtbench on the first host only; "
                              "mpirun starts the ranks on the others from --hostfile")
         argv = [mpirun, "-n", str(spec.world_size)]
-        forwarded = [name for name in FORWARDED if name in env]
         if is_open_mpi(mpirun):
             if os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
@@ -124,14 +151,40 @@ class MpirunLauncher(Launcher):
             if launch.hostfile:
                 argv += ["--hostfile", launch.hostfile,
                          "--map-by", f"ppr:{spec.nproc_per_node}:node"]
-            for name in forwarded:
+            for name in forward:
                 argv += ["-x", name]
         else:
             if launch.hostfile:
                 argv += ["-f", launch.hostfile, "-ppn", str(spec.nproc_per_node)]
-            argv += ["-envlist", ",".join(forwarded)]
+            argv += ["-envlist", ",".join(forward)]
         argv += [*_python(), "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]
+
+    @property
+    def names_killed_ranks(self) -> bool:
+        path = mpirun_path()
+        return path is not None and is_open_mpi(path)
+
+    def killed_ranks(self, output: str) -> list[tuple[int, int]]:
+        """Open MPI says "... noticed that process rank 1 with PID ... exited on signal 9
+        (Killed)" (line breaks anywhere in it)."""
+        kills = [(int(rank), -int(number)) for rank, number in _OPEN_MPI_KILL.findall(output)]
+        return [kill for kill in kills if killed_by_cause(kill[1])]
+
+
+_SRUN_TASKS = re.compile(r"srun: error: \S+: tasks? ([\d,\-]+): ([^\n(]+)")
+_SIGNAL_TEXTS = {text: number for number in signal.Signals
+                 if (text := signal.strsignal(number)) is not None}
+
+
+def _task_list(text: str) -> list[int]:
+    """Slurm's task list: "1", "0,2" or "0-3"."""
+    tasks: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit() and (not last or last.isdigit()):
+            tasks += range(int(first), int(last or first) + 1)
+    return tasks
 
 
 @LAUNCHERS.register("slurm")
@@ -149,7 +202,7 @@ class SlurmLauncher(Launcher):
         return Availability.yes()
 
     def commands(self, spec: RunSpec, launch: LaunchOptions,
-                 rank_args: list[str], env: dict[str, str]) -> list[LaunchCommand]:
+                 rank_args: list[str], forward: Sequence[str]) -> list[LaunchCommand]:
         argv = ["srun", "--ntasks", str(spec.world_size), "--nodes", str(spec.nnodes),
                 "--ntasks-per-node", str(spec.nproc_per_node), "--kill-on-bad-exit=1",
                 "--export=ALL", f"--cpus-per-task={max(1, spec.threads)}"]
@@ -157,3 +210,17 @@ class SlurmLauncher(Launcher):
             argv.append("--mpi=pmix")
         argv += [*_python(), "-m", "harness.rank.main", *rank_args]
         return [LaunchCommand(argv, {})]
+
+    @property
+    def names_killed_ranks(self) -> bool:
+        return True
+
+    def killed_ranks(self, output: str) -> list[tuple[int, int]]:
+        """srun says "srun: error: node: task 1: Killed", the signal's strsignal text (tasks
+        are ranks)."""
+        kills: list[tuple[int, int]] = []
+        for tasks, text in _SRUN_TASKS.findall(output):
+            number = _SIGNAL_TEXTS.get(text.strip())
+            if number is not None:
+                kills += [(rank, -int(number)) for rank in _task_list(tasks)]
+        return [kill for kill in kills if killed_by_cause(kill[1])]

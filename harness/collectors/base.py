@@ -7,8 +7,8 @@ from typing import Any
 
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
-from harness.rank.result import RankResult
 from harness.records.record import Metric
+from harness.records.rundir import RankResult
 
 
 @dataclass

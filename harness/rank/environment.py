@@ -2,22 +2,20 @@
 
 Every launcher (dtbench's own spawner, torchrun, mpirun, srun) starts the same entry point,
 `python -m harness.rank.main`; this module reads who the rank is from whichever launcher's
-environment is present and reports progress and results through files in the run directory.
+environment is present and reports progress and its status through the run directory.
 """
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import socket
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 
-from harness.core.files import write_atomic
+from harness.records.rundir import RankReport, RunDir
 from harness.strategies.meter import COUNTED_BACKENDS, CommMeter, register_counted_backend
 
 
@@ -82,37 +80,31 @@ def rendezvous_store(who: RankIdentity, timeout: dt.timedelta) -> dist.TCPStore:
 
 
 class RankReporter:
-    """Progress (heartbeat) and final status files that the launching process watches."""
+    """This rank's progress and final status, reported to the supervisor through the run
+    directory; progress at most once per `min_interval_s`, and at the end of each phase."""
 
-    def __init__(self, run_dir: Path, who: RankIdentity, min_interval_s: float = 1.0) -> None:
+    def __init__(self, run_dir: RunDir, who: RankIdentity, min_interval_s: float = 1.0) -> None:
         self.run_dir = run_dir
         self.who = who
         self.min_interval_s = min_interval_s
         self._last = 0.0
         self.heartbeat("start", 0, 0, force=True)
 
-    def _write(self, name: str, payload: dict[str, Any]) -> None:
-        write_atomic(self.run_dir / name, json.dumps(payload), durable=False)
-
     def heartbeat(self, phase: str, done: int, total: int, force: bool = False) -> None:
         now = time.time()
         if not force and now - self._last < self.min_interval_s and done != total:
             return
         self._last = now
-        self._write(f"heartbeat-{self.who.rank}.json",
-                    {"rank": self.who.rank, "pid": os.getpid(), "phase": phase, "done": done,
-                     "total": total, "time": now, "host": os.uname().nodename})
+        self.run_dir.write_heartbeat(self.who.rank, phase, done, total)
 
     def finish(self, status: str, error: str | None = None) -> None:
-        self._write(f"status-{self.who.rank}.json",
-                    {"rank": self.who.rank, "status": status, "error": error,
-                     "time": time.time()})
+        self.run_dir.write_status(self.who.rank, status, error)
 
 
-def gather_results(result: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Every rank's result on every rank (all_gather_object); None outside a process group."""
+def gather_results(report: RankReport) -> list[RankReport] | None:
+    """Every rank's report on every rank (all_gather_object); None outside a process group."""
     if not dist.is_initialized():
         return None
     gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, result)
+    dist.all_gather_object(gathered, report)
     return gathered

@@ -10,9 +10,7 @@ import time
 import torch
 
 from harness.core.errors import RunFailed
-
-FAULT_VAR = "DTBENCH_FAULT"
-CHECK_SYNC_VAR = "DTBENCH_CHECK_SYNC"
+from harness.records.rundir import FAULT_VAR
 
 
 def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> None:

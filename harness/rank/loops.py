@@ -12,9 +12,9 @@ import torch
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import mlperf
-from harness.rank.faults import CHECK_SYNC_VAR, check_finite, inject_fault, parameter_checksum
-from harness.rank.result import RankResult
+from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.trainer import Trainer
+from harness.records.rundir import CHECK_SYNC_VAR, RankResult
 from harness.strategies.meter import CommMeter
 
 ProgressFn = Callable[[str, int, int], None]

@@ -1,22 +1,21 @@
-"""Entry point of one rank, whatever started it: `python -m harness.rank.main --spec F --run-dir D`.
+"""Entry point of one rank, whatever started it: `python -m harness.rank.main --run-dir D`.
 
-Rank 0 writes every rank's measurements (gathered over the process group) to result.json;
-each rank leaves a status file, so the launching process can tell which rank failed and why.
+The spec comes from the environment the supervisor set (harness/records/rundir.py). Rank 0
+writes every rank's measurements (gathered over the process group) to the run directory;
+each rank leaves its status there, so the supervisor can tell which rank failed and why. A
+run without a communication backend is one rank that joins no process group.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
 
 from harness.core.errors import RunFailed, SkipRun, status_of
-from harness.core.files import write_atomic
-from harness.core.spec import task_from_dict
 from harness.core.text import one_line
+from harness.records.rundir import RankReport, RunDir, read_spec
 
 # A rank's exit code when its run was skipped (1 is a failure).
 RANK_SKIPPED = 3
@@ -24,8 +23,7 @@ RANK_SKIPPED = 3
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.rank.main")
-    parser.add_argument("--spec", required=True, help="spec JSON written by dtbench")
-    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--run-dir", required=True, help="the run directory of the supervisor")
     parser.add_argument("--log", default=None, help="MLPerf log file (time-to-train)")
     parser.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
@@ -38,14 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from harness.strategies.meter import CommMeter
     from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
 
-    run_dir = Path(args.run_dir)
-    # Ranks on other hosts may not see node 0's run directory: the spec also travels in the
-    # environment, and reports go to a local directory of the same name.
-    run_dir.mkdir(parents=True, exist_ok=True)
-    spec_path = Path(args.spec)
-    document = json.loads(spec_path.read_text() if spec_path.exists()
-                          else os.environ["DTBENCH_SPEC_JSON"])
-    spec: Any = task_from_dict(document)
+    run_dir = RunDir.join(args.run_dir)
+    spec = read_spec()
     who = identity_from_env()
     reporter = RankReporter(run_dir, who)
     code = 0
@@ -56,10 +48,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"{spec.world_size}")
         tolerant = tolerates_loss(spec)
         if tolerant:
-            os.environ[LOST_DIR_VAR] = str(run_dir)  # where the servers learn of lost workers
-        meter = CommMeter() if spec.kind == "train" else None
-        init_comm(spec, who, args.timeout, meter)
+            os.environ[LOST_DIR_VAR] = str(run_dir.path)  # where servers learn of lost workers
+        meter = CommMeter() if spec.kind == "train" and spec.comm != "none" else None
+        if spec.comm != "none":
+            init_comm(spec, who, args.timeout, meter)
         reporter.heartbeat("init", 0, 0, force=True)
+        report: RankReport
         if spec.kind == "comm":
             from harness.microbench.collectives import run_collectives
 
@@ -67,29 +61,31 @@ def main(argv: list[str] | None = None) -> int:
                 else torch.device("cpu")
             if spec.comm != "nccl":
                 torch.set_num_threads(max(1, spec.threads))
-            result_dict = run_collectives(spec, who.rank, who.world_size, device,
-                                          reporter.heartbeat)
+            report = run_collectives(spec, who.rank, who.world_size, device, reporter.heartbeat)
         elif spec.mode == "ttt":
-            result_dict = run_time_to_train(spec, Path(args.log) if args.log else None,
-                                            who.rank, who.local_rank,
-                                            progress=reporter.heartbeat, meter=meter).as_dict()
+            report = run_time_to_train(spec, Path(args.log) if args.log else None, who.rank,
+                                       who.local_rank, progress=reporter.heartbeat, meter=meter)
         else:
-            result_dict = run_throughput(spec, who.rank, who.local_rank,
-                                         progress=reporter.heartbeat, meter=meter).as_dict()
+            report = run_throughput(spec, who.rank, who.local_rank,
+                                    progress=reporter.heartbeat, meter=meter)
         if spec.nnodes > 1 and who.local_rank == 0:
             # Every node's own fingerprint, not rank 0's only: nodes may differ.
             from harness.records.fingerprint import machine_info, node_summary
 
-            result_dict["node"] = node_summary(machine_info())
+            node = node_summary(machine_info())
+            if isinstance(report, dict):
+                report["node"] = node
+            else:
+                report.node = node
         if tolerant:
             # A lost worker cannot join a gather: each rank leaves its own result, and the
             # supervisor assembles them.
-            write_atomic(run_dir / f"result-{who.rank}.json", json.dumps(result_dict))
+            run_dir.write_own_result(who.rank, report)
             reporter.finish("success")
         else:
-            gathered = gather_results(result_dict) or [result_dict]
+            gathered = gather_results(report) or [report]
             if who.rank == 0:
-                write_atomic(run_dir / "result.json", json.dumps(gathered))
+                run_dir.write_results(gathered)
             reporter.finish("success")
             if dist.is_initialized():
                 dist.barrier()  # nobody tears the group down while a peer still uses it

@@ -10,7 +10,7 @@ from torch import nn
 
 from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
-from harness.rank.result import RankResult
+from harness.records.rundir import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
 from harness.strategies.meter import CommMeter
 

@@ -1,37 +1,35 @@
 """Lost workers of strategies that tolerate them (ps-async, downpour, ssp, hybrid under the
 local launcher): the supervisor books a worker's death instead of failing the run, tells the
-servers through a file in the run directory (lost-RANK.json: when, and how far it got), and
-assembles the result from the ranks' own result files, since the lost rank can no longer take
+servers through the run directory (RunDir.write_lost: when, and how far it got), and
+assembles the result from the ranks' own results, since the lost rank can no longer take
 part in a collective gather. A server's death, or the loss of every worker, still fails the
 run; so does any death under a strategy or launcher that does not tolerate it."""
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from typing import Any
 
-from harness.core.files import write_atomic
+from harness.records.rundir import LostWorker, RankState, RunDir
 from harness.strategies.paramserver import tolerates_loss
 
 
 class LossBook:
     """The workers a tolerant run lost, as the supervisor saw them go."""
 
-    def __init__(self, spec: Any, run_dir: Path) -> None:
+    def __init__(self, spec: Any, run_dir: RunDir) -> None:
         self.run_dir = run_dir
         self.roles: list[str] = []
         if tolerates_loss(spec):
             from harness.strategies import STRATEGIES
 
             self.roles = STRATEGIES.get(spec.strategy).roles(spec)
-        self.lost: dict[int, dict[str, Any]] = {}
+        self.lost: dict[int, LostWorker] = {}
 
     @property
     def active(self) -> bool:
         return bool(self.roles)
 
-    def absorb(self, rank: int, state: Any, reason: str) -> bool:
+    def absorb(self, rank: int, state: RankState | None, reason: str) -> bool:
         """Book `rank` as lost (True) if the run survives it; False: it is a failure."""
         if not self.active or rank >= len(self.roles) or self.roles[rank] == "server":
             return False
@@ -40,19 +38,15 @@ class LossBook:
         workers = [r for r, role in enumerate(self.roles) if role != "server"]
         if len(set(workers) - set(self.lost) - {rank}) == 0:
             return False  # nobody left to train
-        entry = {"rank": rank, "role": self.roles[rank], "time": time.time(),
-                 "steps": getattr(state, "done", 0) if state is not None else 0,
-                 "phase": getattr(state, "phase", None), "reason": reason}
-        self.lost[rank] = entry
-        write_atomic(self.run_dir / f"lost-{rank}.json", json.dumps(entry), durable=False)
+        lost = LostWorker(rank=rank, role=self.roles[rank], time=time.time(),
+                          steps=state.done if state is not None else 0,
+                          phase=state.phase if state is not None else None, reason=reason)
+        self.lost[rank] = lost
+        self.run_dir.write_lost(lost)
         return True
 
     def results(self) -> list[dict[str, Any]] | None:
         """The surviving ranks' results, from their own files (None: not a tolerant run)."""
         if not self.active:
             return None
-        found = []
-        for path in sorted(self.run_dir.glob("result-*.json"),
-                           key=lambda p: int(p.stem.split("-")[1])):
-            found.append(json.loads(path.read_text()))
-        return found or None
+        return self.run_dir.read_own_results() or None

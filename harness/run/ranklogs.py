@@ -1,24 +1,20 @@
-"""What the ranks printed: each launcher process's output goes to launcher-I.log in the run
-directory (one per rank under the local launcher; one for every rank under torchrun, mpirun
-and srun). The directory is removed after the run, so a failure keeps what it needs from
-these logs: the last error line for a one-line reason, the failing rank's traceback tail for
-the record's notes."""
+"""What the ranks printed: each process the supervisor starts writes to its own launcher log
+in the run directory (one per rank under the local launcher; one for every rank under
+torchrun, mpirun and srun). The directory is removed after the run, so a failure keeps what
+it needs from these logs: the last error line for a one-line reason, the failing rank's
+traceback tail for the record's notes."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
+
+from backends.base import Launcher
+from harness.records.rundir import RunDir
 
 
-def _logs(run_dir: Path) -> list[Path]:
-    """launcher-I.log in the order the processes were started."""
-    return sorted(run_dir.glob("launcher-*.log"),
-                  key=lambda path: int(re.sub(r"\D", "", path.name) or 0))
-
-
-def last_error_line(run_dir: Path) -> str:
+def last_error_line(run_dir: RunDir) -> str:
     """The last line mentioning an error in any log (else the last line), shortened."""
     lines: list[str] = []
-    for path in _logs(run_dir):
+    for path in run_dir.launcher_logs():
         try:
             lines += [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
         except OSError:
@@ -38,21 +34,20 @@ def first_traceback(lines: list[str]) -> list[str]:
     return block[:end]
 
 
-def traceback_tail(run_dir: Path, ranks: list[int | None], failure: str,
+def traceback_tail(run_dir: RunDir, launcher: Launcher, ranks: list[int | None], failure: str,
                    lines: int = 8) -> list[str]:
     """The end of the traceback of the rank `failure` names ("rank N: ..."), else of the first
-    log that has one. `ranks[i]` is the rank launcher-i.log belongs to (None: a launcher
-    that starts several); torchrun prefixes every line of rank N with "[rankN]:"."""
+    log that has one. `ranks[i]` is the rank whose output the i-th launcher log holds (None:
+    a launcher that starts several, whose own marks tell the ranks' lines apart)."""
     named = re.match(r"rank (\d+)", failure)
     rank = int(named.group(1)) if named else None
     order = sorted(range(len(ranks)), key=lambda index: ranks[index] != rank)
-    prefix = f"[rank{rank}]:"
     for index in order:
         try:
-            text = (run_dir / f"launcher-{index}.log").read_text(errors="replace").splitlines()
+            text = run_dir.launcher_log(index).read_text(errors="replace").splitlines()
         except OSError:
             continue
-        own = [line[len(prefix):] for line in text if line.startswith(prefix)]
+        own = launcher.rank_lines(text, rank) if rank is not None else []
         for candidate in (own, text):
             block = first_traceback(candidate)
             if block:

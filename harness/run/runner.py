@@ -13,9 +13,9 @@ from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.microbench.peak import peak_for
 from harness.rank.loops import run_throughput, run_time_to_train
-from harness.rank.result import RankResult
 from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
+from harness.records.rundir import RankResult
 from harness.records.store import Store
 from harness.run.autocompile import Choice, ipex_unusable, settle_all
 from harness.run.progress import Progress

@@ -7,32 +7,34 @@ the rank and the cause.
 """
 from __future__ import annotations
 
-import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
+from harness.records.rundir import (
+    RANK_VARIABLES,
+    RUN_ID_VAR,
+    RankState,
+    RunDir,
+    Task,
+    spec_environment,
+)
 from harness.run.losses import LossBook
 from harness.run.ranklogs import last_error_line, traceback_tail
 
 POLL_S = 0.2
 GRACE_S = 10.0
 TERM_WAIT_S = 5.0
-RUN_ID_VAR = "DTBENCH_RUN_ID"
-SPEC_VAR = "DTBENCH_SPEC_JSON"
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -40,68 +42,6 @@ def free_port(address: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((address if address not in ("localhost", "") else "127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-# Deaths that usually follow another rank's failure rather than cause one: SIGTERM is how
-# torchrun, mpirun and dtbench stop the ranks left after a failure, and gloo aborts a rank
-# (SIGABRT) whose peer vanished in the middle of a collective.
-CONSEQUENCE_SIGNALS = frozenset({signal.SIGTERM, signal.SIGABRT})
-
-
-def killed_by_cause(code: int) -> bool:
-    """An exit code that says the process was killed by a signal that is itself a cause."""
-    return code < 0 and -code not in CONSEQUENCE_SIGNALS
-
-
-_TORCHRUN_ENTRY = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
-_OPEN_MPI_KILL = re.compile(
-    r"noticed that process rank (\d+) with PID \d+ on node \S+ exited\s+on\s+signal (\d+)")
-_SRUN_TASKS = re.compile(r"srun: error: \S+: tasks? ([\d,\-]+): ([^\n(]+)")
-_SIGNAL_TEXTS = {text: number for number in signal.Signals
-                 if (text := signal.strsignal(number)) is not None}
-
-
-def _task_list(text: str) -> list[int]:
-    """Slurm's task list: "1", "0,2" or "0-3"."""
-    tasks: list[int] = []
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        if first.isdigit() and (not last or last.isdigit()):
-            tasks += range(int(first), int(last or first) + 1)
-    return tasks
-
-
-def launcher_kills(log: str) -> list[tuple[int, int]]:
-    """(rank, -signal) for each rank that the launcher's own report says a signal killed,
-    leaving out CONSEQUENCE_SIGNALS; torchrun's root cause first.
-
-    torchrun prints its failures (the others first, then the "Root Cause (first observed
-    failure)") when it exits. It picks the root cause by time stamp, and a SIGKILLed rank,
-    which leaves no error file, is stamped when torchrun noticed: a peer failing on the
-    broken connection can be stamped earlier and named instead. So the killed rank is
-    looked for among all the entries. Open MPI says "... noticed that process rank 1 with
-    PID ... exited on signal 9 (Killed)", srun "srun: error: node: task 1: Killed" (the
-    signal's strsignal text; tasks are ranks).
-    """
-    kills: list[tuple[int, int]] = []
-    report, found, cause = log.rpartition("Root Cause (first observed failure)")
-    if found:
-        entries = (_TORCHRUN_ENTRY.findall(cause)
-                   + _TORCHRUN_ENTRY.findall(report.rpartition("Failures:")[2]))
-        kills += [(int(rank), int(code)) for rank, code in entries]
-    kills += [(int(rank), -int(number)) for rank, number in _OPEN_MPI_KILL.findall(log)]
-    for tasks, text in _SRUN_TASKS.findall(log):
-        number = _SIGNAL_TEXTS.get(text.strip())
-        if number is not None:
-            kills += [(rank, -int(number)) for rank in _task_list(tasks)]
-    return [kill for kill in kills if killed_by_cause(kill[1])]
 
 
 def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
@@ -120,62 +60,44 @@ def sweep_run_processes(run_id: str, sig: int = signal.SIGKILL) -> list[int]:
     return killed
 
 
-@dataclass
-class RankState:
-    """What the run directory says about one rank."""
-
-    rank: int
-    pid: int | None = None
-    phase: str = "starting"
-    done: int = 0
-    total: int = 0
-    beat: float = 0.0
-    status: str | None = None
-    error: str | None = None
-    host: str | None = None
-    ended: float | None = None  # when the rank wrote its final status (time.time())
-
-
 class Supervisor:
-    """Runs one distributed spec to completion or to a clear failure."""
+    """Runs one spec's ranks to completion or to a clear failure."""
 
-    def __init__(self, spec: Any, launch: LaunchOptions, run_id: str,
+    def __init__(self, spec: Task, launch: LaunchOptions, run_id: str,
                  progress: Callable[[str, int, int], None] | None = None,
                  log_path: Path | None = None) -> None:
+        from backends import LAUNCHERS
+
         self.spec = spec
         self.launch = launch
         self.run_id = run_id
         self.progress = progress or (lambda phase, done, total: None)
         self.log_path = log_path
-        self.run_dir = Path(tempfile.mkdtemp(prefix=f"dtbench-{run_id}-"))
+        self.launcher: Launcher = LAUNCHERS.get(spec.launcher)()
+        self.run_dir = RunDir.create(run_id)
         self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self.started = 0.0
         self.losses = LossBook(spec, self.run_dir)
 
     def run(self) -> list[dict[str, Any]] | None:
-        """Every rank's result (on node 0); None on other nodes, which write no record."""
-        from backends import LAUNCHERS
-
+        """Every rank's report (on node 0); None on other nodes, which write no record."""
         try:
-            launcher = LAUNCHERS.get(self.spec.launcher)()
-            spec_file = self.run_dir / "spec.json"
-            spec_file.write_text(json.dumps(self.spec.as_dict()))
-            rank_args = ["--spec", str(spec_file), "--run-dir", str(self.run_dir),
+            rank_args = ["--run-dir", str(self.run_dir.path),
                          "--timeout", str(self.launch.rank_timeout)]
             if self.log_path is not None and getattr(self.spec, "mode", None) == "ttt":
                 rank_args += ["--log", str(self.log_path)]
             env = self._environment()
-            commands = launcher.commands(self.spec, self.launch, rank_args, env)
+            forward = [name for name in RANK_VARIABLES if name in env]
+            commands = self.launcher.commands(self.spec, self.launch, rank_args, forward)
             self._start(commands, env)
             failure = self._watch()
             if failure is not None:
                 raise RunFailed(failure, traceback_tail(
-                    self.run_dir, [rank for _, rank in self.procs], failure))
+                    self.run_dir, self.launcher, [rank for _, rank in self.procs], failure))
             return self._results()
         finally:
             self._terminate()
-            if os.environ.get("DTBENCH_KEEP_RUN_DIR") != "1":
-                shutil.rmtree(self.run_dir, ignore_errors=True)
+            self.run_dir.remove()
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -189,48 +111,27 @@ class Supervisor:
         port = self.launch.master_port or free_port(address or "127.0.0.1")
         self.launch = LaunchOptions(self.launch.node_rank, address or "127.0.0.1", port,
                                     self.launch.hostfile, self.launch.rank_timeout)
-        env.update({RUN_ID_VAR: self.run_id, "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
-                    SPEC_VAR: json.dumps(self.spec.as_dict())})
+        env.update({"MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
+                    **spec_environment(self.spec, self.run_id)})
         if address is not None:
             env["MASTER_ADDR"] = address
         else:
             env.pop("MASTER_ADDR", None)
         if self.spec.backend == "cpu" and self.spec.threads:
             env["OMP_NUM_THREADS"] = str(self.spec.threads)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])  # this checkout, for the ranks
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env
 
     def _start(self, commands: list[Any], base: dict[str, str]) -> None:
         self.started = time.monotonic()
         for command in commands:
-            log = open(self.run_dir / f"launcher-{len(self.procs)}.log", "wb")  # noqa: SIM115
+            log = open(self.run_dir.launcher_log(len(self.procs)), "wb")  # noqa: SIM115
             proc = subprocess.Popen(command.argv, env={**base, **command.env},
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
             log.close()
             self.procs.append((proc, command.rank))
-
-    def _states(self) -> dict[int, RankState]:
-        states: dict[int, RankState] = {}
-        for path in self.run_dir.glob("heartbeat-*.json"):
-            try:
-                beat = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            states[beat["rank"]] = RankState(beat["rank"], beat.get("pid"), beat["phase"],
-                                             beat["done"], beat["total"], beat["time"],
-                                             host=beat.get("host"))
-        for path in self.run_dir.glob("status-*.json"):
-            try:
-                final = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            state = states.setdefault(final["rank"], RankState(final["rank"]))
-            state.status, state.error = final["status"], final.get("error")
-            ended = final.get("time")
-            state.ended = float(ended) if isinstance(ended, (int, float)) else None
-        return states
 
     def _local_ranks(self) -> range:
         first = self.launch.node_rank * self.spec.nproc_per_node
@@ -256,10 +157,10 @@ class Supervisor:
         direct = {rank for _, rank in self.procs if rank is not None}
         # Under torchrun, Open MPI and srun a vanished rank may have been stopped by the
         # launcher after a peer failed; their reports name the ranks a signal killed (-1).
-        reads_reports = self._launcher_reports_kills()
+        reads_reports = self.launcher.names_killed_ranks
         vanished_priority = 1.5 if reads_reports else 0
         while True:
-            states = self._states()
+            states = self.run_dir.rank_states()
             lead = states.get(min(states)) if states else None
             if lead is not None:
                 self.progress(lead.phase, lead.done, lead.total)
@@ -273,7 +174,7 @@ class Supervisor:
                     # A peer aborted or stopped by a signal is more likely a consequence
                     # than a rank that reported its own error (priority 1).
                     note(0 if killed_by_cause(code) else 1.5, f"rank {rank}",
-                         f"rank {rank} killed by {_signal_name(code)}")
+                         f"rank {rank} killed by {signal_name(code)}")
                 elif code not in (None, 0):
                     who = f"rank {rank}" if rank is not None else self.spec.launcher
                     note(2, who, self._describe_exit(who, code, states, rank))
@@ -292,9 +193,9 @@ class Supervisor:
             hung = self._hung_rank(states)
             if hung is not None:
                 note(0, "hung", hung)
-            for rank, code in self._launcher_kills() if reads_reports else []:
-                note(-1, f"rank {rank} killed", f"rank {rank} killed by {_signal_name(code)} "
-                                                f"({self.spec.launcher})")
+            killed = self._launcher_failure() if reads_reports else None
+            if killed is not None:
+                note(-1, killed, killed)
             if not running:
                 break
             if failures and (time.time() - min(f[1] for f in failures) > GRACE_S
@@ -303,7 +204,7 @@ class Supervisor:
             time.sleep(POLL_S)
         if failures and not self._all_ranks_succeeded():
             return min(failures)[2]
-        states = self._states()
+        states = self.run_dir.rank_states()
         skipped = [s for s in states.values() if s.status == "skipped"]
         if skipped:
             raise SkipRun(skipped[0].error or "skipped by a rank")
@@ -315,40 +216,31 @@ class Supervisor:
         if state is not None and state.status == "failed":
             return f"{who}: {state.error}"
         if code < 0:
-            return f"{who} killed by {_signal_name(code)}"
+            return f"{who} killed by {signal_name(code)}"
         tail = last_error_line(self.run_dir)
         return f"{who} exited with code {code}" + (f": {tail}" if tail else "")
 
     def _all_ranks_succeeded(self) -> bool:
         """Every rank of this node reported success (and node 0 has the result): an abort
         while tearing the process group down afterwards does not undo the measurement."""
-        states = self._states()
+        states = self.run_dir.rank_states()
         local = [r for r in self._local_ranks() if (r in states or self.spec.launcher == "local")
                  and r not in self.losses.lost]
         if not local or any(states.get(r) is None or states[r].status != "success"
                             for r in local):
             return False
-        return 0 not in self._local_ranks() or (self.run_dir / "result.json").exists() \
-            or self.losses.active
+        return 0 not in self._local_ranks() or self.run_dir.has_results() or self.losses.active
 
-    def _launcher_reports_kills(self) -> bool:
-        """Whether launcher_kills can read this launcher's failure report."""
-        if self.spec.launcher == "mpirun":
-            from backends.launchers import is_open_mpi, mpirun_path
-
-            path = mpirun_path()
-            return path is not None and is_open_mpi(path)
-        return self.spec.launcher in ("torchrun", "slurm")
-
-    def _launcher_kills(self) -> list[tuple[int, int]]:
-        """Ranks that the launcher's own output says a signal killed (see launcher_kills)."""
-        kills: list[tuple[int, int]] = []
-        for path in sorted(self.run_dir.glob("launcher-*.log")):
+    def _launcher_failure(self) -> str | None:
+        """The rank that the launcher's own output says a signal killed, as a failure."""
+        for path in self.run_dir.launcher_logs():
             try:
-                kills += launcher_kills(path.read_text(errors="replace"))
+                reason = self.launcher.failure_reason(path.read_text(errors="replace"))
             except OSError:
                 continue
-        return kills
+            if reason is not None:
+                return reason
+        return None
 
     def _hung_rank(self, states: dict[int, RankState]) -> str | None:
         timeout = self.launch.rank_timeout
@@ -371,13 +263,13 @@ class Supervisor:
         assembled = self.losses.results()
         if assembled is not None:
             return assembled
-        path = self.run_dir / "result.json"
-        if not path.exists():
+        gathered = self.run_dir.read_results()
+        if gathered is None:
             if 0 not in self._local_ranks():
                 return None
             raise RunFailed("ranks finished but rank 0 wrote no result: "
                             f"{last_error_line(self.run_dir)}")
-        return list(json.loads(path.read_text()))
+        return gathered
 
     def _terminate(self) -> None:
         """SIGTERM the launchers' process groups, SIGKILL what remains, sweep the run id."""

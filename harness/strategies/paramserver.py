@@ -22,7 +22,6 @@ full rate, so ps-sync, ssp with s=0 and a single worker are unchanged.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import queue
@@ -37,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 from harness.core.stats import quantile
+from harness.records.rundir import LostWorker, RunDir
 from harness.strategies.meter import CommMeter
 
 PUSH, FETCH, DONE = 1, 2, 3
@@ -44,7 +44,7 @@ TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS = 11, 12, 13, 14
 HEADER_WORDS = 4
 HEADER_BYTES = HEADER_WORDS * 8
 # Set on the ranks of a run that tolerates lost workers: the run directory, where the
-# supervisor leaves lost-RANK.json for each worker it saw die.
+# supervisor books each worker it saw die (RunDir.lost_workers).
 LOST_DIR_VAR = "DTBENCH_LOST_DIR"
 LOST_CHECK_S = 0.2
 
@@ -58,17 +58,6 @@ def tolerates_loss(spec: Any) -> bool:
     from harness.strategies.base import STRATEGIES
 
     return bool(getattr(STRATEGIES.get(spec.strategy), "tolerates_worker_loss", False))
-
-
-def lost_workers(run_dir: Path) -> list[dict[str, Any]]:
-    """The workers the supervisor booked as lost so far."""
-    found = []
-    for path in run_dir.glob("lost-*.json"):
-        try:
-            found.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
@@ -163,8 +152,8 @@ class Server:
                 self._handle(*item)
                 if progress is not None:
                     progress("serve", min(self.steps_of.values(), default=0), total_steps)
-            for entry in lost_workers(Path(watch)):
-                self._lose(int(entry["rank"]), entry)
+            for lost in RunDir(Path(watch)).lost_workers():
+                self._lose(lost)
 
     def _receive(self) -> tuple[int, list[int], torch.Tensor | None]:
         """The next request from any worker, with its gradient for a push."""
@@ -200,15 +189,16 @@ class Server:
             self._complete_clocks()
         self._answer()
 
-    def _lose(self, worker: int, entry: dict[str, Any]) -> None:
+    def _lose(self, lost: LostWorker) -> None:
         """A worker died: it no longer counts toward a clock, and nobody waits for it."""
+        worker = lost.rank
         if worker not in self.clients or worker in self._done:
             return
         self._done.add(worker)
         self.stats.lost.append({"rank": worker, "steps_pushed": self.steps_of.get(worker, 0),
-                                "last_heartbeat_step": entry.get("steps"),
+                                "last_heartbeat_step": lost.steps,
                                 "lost_at_s": time.perf_counter() - self._started,
-                                "reason": entry.get("reason")})
+                                "reason": lost.reason})
         self._complete_clocks()
         self._answer()
 

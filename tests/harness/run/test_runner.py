@@ -12,8 +12,8 @@ from backends.base import Availability
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
-from harness.rank.result import RankResult
 from harness.records.record import load_record, metric
+from harness.records.rundir import RankResult
 from harness.records.store import Store
 from harness.run import runner as runner_module
 from harness.run.runner import Runner, unavailable_reason
