@@ -1,4 +1,4 @@
-"""sbatch scripts that run a suite through the slurm launcher (SPEC section 8).
+"""sbatch scripts that run a suite through the slurm launcher (docs/guide/running.md).
 
 The script asks Slurm for an allocation big enough for the suite's largest run (or the size
 given), then runs `dtbench run SUITE --launcher slurm ...` as the batch step: dtbench plans the
@@ -253,7 +253,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partition")
     parser.add_argument("--account")
     parser.add_argument("--log", default=DEFAULT_LOG,
-                        help=f"the job's output file, #SBATCH --output (default {DEFAULT_LOG})")
+                        help="the job's output file, #SBATCH --output (default "
+                             f"{DEFAULT_LOG.replace('%', '%%')})")
     parser.add_argument("--out", default="results", help="results store of the job")
     parser.add_argument("--json", dest="json_file", help="also write the job's records here")
     parser.add_argument("--dtbench", default="dtbench",

@@ -183,3 +183,18 @@ def test_list_json_names_everything_with_availability(capsys: pytest.CaptureFixt
     assert cpu["available"] and "fp32" in cpu["precisions"]
     assert {"quick", "standard"} <= {s["name"] for s in data["suites"]}
     assert "throughput" in data["collectors"]
+
+
+def test_every_subcommand_help_renders() -> None:
+    """`dtbench COMMAND --help` formats for every command: a help text with a bare `%`
+    (sbatch's `%x-%j` log pattern once) makes argparse raise instead of printing."""
+    import argparse
+
+    from harness.commands.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(commands.choices) >= 5
+    for name, sub in commands.choices.items():
+        text = sub.format_help()
+        assert name in text and "--help" in text, name
