@@ -1,4 +1,4 @@
-"""Collectors turn ranks' raw measurements into named metrics (SPEC section 6)."""
+"""Collectors turn ranks' raw measurements into named metrics (docs/spec/metrics.md)."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,4 @@
-"""What asynchronous strategies add (SPEC section 6): the staleness of applied updates, the
+"""What asynchronous strategies add (docs/spec/metrics.md): the staleness of applied updates, the
 servers' update rate, each worker's own throughput, and the share of its step a worker spent
 waiting on the servers."""
 from __future__ import annotations

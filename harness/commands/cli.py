@@ -1,4 +1,4 @@
-"""The `dtbench` command line (SPEC section 4): one module per subcommand, each with
+"""The `dtbench` command line (docs/spec/command-line.md): one module per subcommand, each with
 `add_arguments(parser)` and `command(args) -> exit code`; this module parses, dispatches and
 maps errors to exit codes."""
 from __future__ import annotations

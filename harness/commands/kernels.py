@@ -1,4 +1,4 @@
-"""`dtbench kernels`: kernel microbenchmarks with a roofline (SPEC section 11); one record per
+"""`dtbench kernels`: kernel microbenchmarks with a roofline (docs/guide/kernels.md); one record per
 kernel, pass and algorithm, stored as it is made."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`dtbench predict`: scale-out prediction from a calibrated analytic model (SPEC §10).
+"""`dtbench predict`: scale-out prediction from a calibrated analytic model
+(docs/guide/prediction.md).
 
     dtbench predict WORKLOAD --strategy S [--nodes LIST] [--network N] [-o F.html] [--json F]
     dtbench predict --calibration [--calibrate-from PATH ...]

@@ -17,7 +17,7 @@ from harness.records.record import finite_json
 # Constants of the model or the machine, not of the run: a change there is not a regression.
 NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
                           "bytes_sent_per_rank", "memory_bandwidth", *kernel.CONSTANT_METRICS})
-# SPEC section 6, for foreign records whose metrics do not say which way is better.
+# docs/spec/metrics.md, for foreign records whose metrics do not say which way is better.
 KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
                     "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
                     "algbw": True, "busbw": True, "latency": False, "energy": False}

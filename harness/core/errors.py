@@ -45,9 +45,10 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-# Exit codes of the command line (SPEC section 4): 0 success (skips are not failures), 1 a run
-# failed or compare found a regression, 2 bad usage or input, 3 compare compared nothing (no
-# spec in common, or no samples), 4 nothing ran (every planned run skipped: unavailable here).
+# Exit codes of the command line (docs/spec/command-line.md): 0 success (skips are not
+# failures), 1 a run failed or compare found a regression, 2 bad usage or input, 3 compare
+# compared nothing (no spec in common, or no samples), 4 nothing ran (every planned run
+# skipped: unavailable here).
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOTHING_COMPARED, EXIT_NOTHING_RAN = 0, 1, 2, 3, 4
 
 

@@ -1,4 +1,5 @@
-"""`dtbench predict`: a calibrated analytic model of distributed training (SPEC §10).
+"""`dtbench predict`: a calibrated analytic model of distributed training
+(docs/guide/prediction.md).
 
 costs.py prices one collective with α-β formulas; network.py holds the α and β of each
 collective (fitted from `dtbench comm` records by calibration.py, or given); workload.py the

@@ -87,7 +87,7 @@ def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
 
 
 def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
-    """SPEC §6 names where they apply; all per rank and per step unless said."""
+    """docs/spec/metrics.md names where they apply; all per rank and per step unless said."""
     estimate = point.estimate
     if estimate is None:
         return []

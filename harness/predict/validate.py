@@ -29,7 +29,7 @@ from harness.predict.overhead import overheads_from_records
 from harness.records.record import metric
 from harness.strategies import STRATEGIES
 
-GOAL = 0.15  # SPEC §10: at most 15% error on the configurations measured here
+GOAL = 0.15  # docs/guide/prediction.md: at most 15% error on the configurations measured here
 RUN_FIELDS = ("bucket_mb", "compression")  # ddp's options that old records keep as spec fields
 
 

@@ -63,7 +63,7 @@ def interconnect() -> dict[str, Any] | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """This node's fingerprint (SPEC section 5): identity, the CPU in detail, memory, GPUs,
+    """This node's fingerprint (docs/spec/record.md): identity, the CPU in detail, memory, GPUs,
     interconnect, and the ISA oneDNN dispatches to. A record of a multi-node run also lists
     every node's (`per_node`, see node_summary)."""
     from backends.cpu import onednn_isa

@@ -1,4 +1,4 @@
-"""Reject nonsense run specs with a message that says what would work (SPEC section 4).
+"""Reject nonsense run specs with a message that says what would work (docs/spec/command-line.md).
 
 Availability on this machine is not checked here: an unavailable but valid choice becomes a
 `skipped` record, while an invalid one is a usage error.

@@ -1,4 +1,4 @@
-"""Strategies: how a run is distributed (SPEC section 9); importing registers them all."""
+"""Strategies: how a run is distributed (docs/spec/strategies.md); importing registers them all."""
 from __future__ import annotations
 
 from harness.strategies import (  # noqa: F401  (registration)

@@ -1,4 +1,4 @@
-"""The Strategy seam (SPEC section 9): how ranks share the work of one training run.
+"""The Strategy seam (docs/spec/strategies.md): how ranks share the work of one training run.
 
 A strategy owns what differs between ways of distributing training: building the model and
 optimizer (and the order of compile/IPEX/wrapping), the step (forward, backward, exchange,

@@ -56,7 +56,8 @@ def async_momentum(momentum: float, pushers: int) -> float:
     3.8 to 0.1 at μ = 0.9 (tests/benchmarks/delayed_momentum.py). With the staleness-aware
     rate, the effective step a/(P(1 - μ')) is then 1/P² of the synchronous a/(1 - μ) per update,
     1/P per round of P updates. On hep_cnn small with two workers, μ' = 0.8 and 0.6 reached
-    the target in every run measured, where 0.9 missed it in 3 of 9 (README)."""
+    the target in every run measured, where 0.9 missed it in 3 of 9
+    (docs/measurements/strategies.md)."""
     return max(0.0, round(1.0 - pushers * (1.0 - momentum), 12))
 
 

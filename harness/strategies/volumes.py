@@ -1,4 +1,5 @@
-"""Analytic bytes each rank sends per training step, by kind, for every strategy (SPEC §9).
+"""Analytic bytes each rank sends per training step, by kind, for every strategy
+(docs/spec/strategies.md).
 
 One place for the formulas that the byte counters are checked against, that the tests
 compute by hand and that `dtbench predict` prices with α-β costs. Pure arithmetic: no

@@ -5,8 +5,9 @@ Heavy ball with a gradient d versions old, on f(x) = h x^2 / 2:
 is stable while every eigenvalue of its companion matrix lies inside the unit circle. This
 prints, for each momentum mu and delay d, the largest a*h that stays stable (d = 0 is
 synchronous SGD; ps-async with two workers and ssp with s=1 apply gradients about one
-version old). No timing, no randomness: a linear-algebra table behind the README's account
-of why the asynchronous rules lose stability at the workload's momentum of 0.9.
+version old). No timing, no randomness: a linear-algebra table behind the account in
+docs/measurements/strategies.md of why the asynchronous rules lose stability at the workload's
+momentum of 0.9.
 
     python tests/benchmarks/delayed_momentum.py
 """

@@ -1,4 +1,5 @@
-"""The parameter-server family, gossip, hybrid and HOGWILD! over real ranks (SPEC section 9):
+"""The parameter-server family, gossip, hybrid and HOGWILD! over real ranks
+(docs/spec/strategies.md):
 the equivalences the issue names (ps-sync with one worker = single-rank training; ssp with
 s=0 = ps-sync; downpour with n_fetch = n_push = 1 = ps-async), bytes counted where they are
 sent against the analytic volumes, and runs through `dtbench run` with the records' roles,

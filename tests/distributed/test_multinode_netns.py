@@ -1,4 +1,5 @@
-"""Multi-node runs for real on one machine: two network namespaces as two hosts (SPEC section 8).
+"""Multi-node runs for real on one machine: two network namespaces as two hosts
+(docs/guide/running.md).
 
 What is real here: each "host" is a Linux network namespace with its own interfaces, routing
 and port space, joined to the other by a veth pair (198.51.100.1 <-> 198.51.100.2); the ranks

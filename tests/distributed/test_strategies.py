@@ -1,5 +1,5 @@
-"""The strategies of SPEC section 9 over real ranks: equivalence with ddp after k steps, bytes
-counted where they are sent against the analytic volumes, and the run matrix (strategy x
+"""The strategies of docs/spec/strategies.md over real ranks: equivalence with ddp after k steps,
+bytes counted where they are sent against the analytic volumes, and the run matrix (strategy x
 workload x comm x launcher x ranks) through `dtbench run`.
 
 The full matrix (every strategy, workload, comm and launcher) is long on 2 cores: it runs

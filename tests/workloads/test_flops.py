@@ -1,4 +1,4 @@
-"""Parameter and FLOP counts of the canonical (full) models against SPEC section 7."""
+"""Parameter and FLOP counts of the canonical (full) models against docs/guide/workloads.md."""
 from __future__ import annotations
 
 import json

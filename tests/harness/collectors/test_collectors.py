@@ -1,4 +1,4 @@
-"""Collectors: raw per-rank measurements become the metrics of SPEC section 6."""
+"""Collectors: raw per-rank measurements become the metrics of docs/spec/metrics.md."""
 from __future__ import annotations
 
 import statistics

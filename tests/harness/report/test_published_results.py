@@ -45,8 +45,8 @@ def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
 
 
 # The kernel sets published in results/ (`dtbench kernels --set NAME` for each): `full` adds
-# the workloads' convolutions, about half an hour on two cores, and is left to the README's
-# command.
+# the workloads' convolutions, about half an hour on two cores, and is left to the
+# command in docs/guide/kernels.md.
 PUBLISHED_KERNEL_SETS = ("deepbench", "sweep")
 
 
@@ -112,7 +112,8 @@ PREDICT = RESULTS / "predict"
 
 def test_prediction_validation_table_regenerates_byte_for_byte() -> None:
     """results/predict/validation.md is bench_predict.py's table of the records beside it:
-    the same records give the same bytes, and it covers the configurations SPEC §10 names."""
+    the same records give the same bytes, and it covers the configurations
+    docs/guide/prediction.md names."""
     from harness.predict.inputs import load_calibration
     from harness.predict.validate import validate, validation_markdown
 
