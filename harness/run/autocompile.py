@@ -3,7 +3,8 @@
 Both are switches whose worth depends on the CPU (IPEX ran at 0.6 of stock oneDNN on an AMD
 Zen 3 here; compiled BN+ReLU blocks were slower than eager on Zen 5), so neither is switched
 on by assumption. `--compile auto` / `--ipex auto` measure it: a one-rank copy of the run
-trains a few steps with the switch off, then a few with it on, and it is chosen only when its
+trains a few steps with the switch off, then a few with it on, each in a rank process of its
+own started like every run (harness/run/launch.py), and it is chosen only when its
 median step takes at most MARGIN of the other (a shared host's noise must not flip the
 choice). Set-up time (the first step with the switch on less a steady one: compilation,
 IPEX's rewrite) is kept apart from step times. The decision is cached per hardware (not
@@ -17,21 +18,27 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from harness.core.files import cache_dir, write_atomic
 from harness.core.spec import RunSpec
-from harness.records.record import utc_now
+from harness.records.record import new_run_id, utc_now
+
+if TYPE_CHECKING:
+    from harness.records.rundir import RankResult
 
 # The median step with the switch on must be at most this share of the one without it.
 MARGIN = 0.97
 PROBE_WARMUP = 2
 PROBE_STEPS = 4
 SWITCHES = ("ipex", "compile")  # in the order they are settled
+
+Probe = Callable[[RunSpec], "RankResult"]
 
 
 @dataclass(frozen=True)
@@ -115,17 +122,28 @@ def _probe_spec(spec: RunSpec, switch: str, on: bool) -> RunSpec:
     return probe.replace(ipex=on)
 
 
-def measure_choice(spec: RunSpec, switch: str = "compile") -> Choice:
-    """Train a one-rank copy with the switch off, then on, in this process; keep the faster."""
-    from harness.rank.loops import run_throughput
+def probe_in_a_rank(spec: RunSpec) -> RankResult:
+    """A probe run as every run runs: one rank process under the supervisor, so that neither
+    its compiled graphs nor its memory stay behind in this process."""
+    from harness.core.spec import LaunchOptions
+    from harness.run.launch import launch
 
-    off = run_throughput(_probe_spec(spec, switch, False))
-    on = run_throughput(_probe_spec(spec, switch, True))
+    ranks = launch(spec, LaunchOptions(), new_run_id(spec.workload, utc_now()),
+                   lambda phase, done, total: None)
+    assert ranks, "a one-node probe always reports"
+    return ranks[0]
+
+
+def measure_choice(spec: RunSpec, switch: str = "compile", probe: Probe | None = None
+                   ) -> Choice:
+    """Train a one-rank copy with the switch off, then on (each `probe`, by default a rank
+    process of its own); keep the faster."""
+    probe = probe or probe_in_a_rank
+    off = probe(_probe_spec(spec, switch, False))
+    on = probe(_probe_spec(spec, switch, True))
     off_step = statistics.median(off.step_times)
     on_step = statistics.median(on.step_times)
     first = on.warmup_times[0] if on.warmup_times else on_step
-    if switch == "compile":
-        torch._dynamo.reset()  # the probe's graphs are not the run's
     return Choice(mode=_mode(spec, switch), enabled=on_step <= MARGIN * off_step,
                   source="measured", off_step_s=off_step, on_step_s=on_step,
                   setup_s=max(0.0, first - on_step),
@@ -144,7 +162,7 @@ def ipex_unusable(spec: RunSpec) -> str | None:
     return ipex_availability(precision=spec.precision).reason or None
 
 
-def settle(spec: RunSpec, switch: str) -> tuple[RunSpec, Choice]:
+def settle(spec: RunSpec, switch: str, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """The spec with one switch decided, and how it was decided."""
     mode = _mode(spec, switch)
     if mode in ("on", "off"):
@@ -155,21 +173,22 @@ def settle(spec: RunSpec, switch: str) -> tuple[RunSpec, Choice]:
     else:
         choice = cached_choice(spec, switch)
         if choice is None and mode == "auto":
-            choice = measure_choice(spec, switch)
+            choice = measure_choice(spec, switch, probe)
             store_choice(spec, choice, switch)
         if choice is None:
             choice = Choice(mode=mode, enabled=False, source="no decision cached")
     return spec.replace(**{switch: choice.enabled}), choice
 
 
-def settle_all(spec: RunSpec) -> tuple[RunSpec, dict[str, Choice]]:
+def settle_all(spec: RunSpec, probe: Probe | None = None
+               ) -> tuple[RunSpec, dict[str, Choice]]:
     """IPEX, then compile, decided for this run."""
     choices = {}
     for switch in SWITCHES:
-        spec, choices[switch] = settle(spec, switch)
+        spec, choices[switch] = settle(spec, switch, probe)
     return spec, choices
 
 
-def settle_compile(spec: RunSpec) -> tuple[RunSpec, Choice]:
+def settle_compile(spec: RunSpec, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """Only the compile switch (IPEX as the spec has it)."""
-    return settle(spec, "compile")
+    return settle(spec, "compile", probe)

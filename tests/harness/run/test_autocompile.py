@@ -67,11 +67,8 @@ def _fake_probe(eager: float, compiled: float):
 def test_auto_compiles_only_where_compiled_steps_are_faster_by_the_margin(
         cache_dir: Path, monkeypatch: pytest.MonkeyPatch, eager: float, compiled: float,
         chosen: bool) -> None:
-    import harness.rank.loops
-
-    monkeypatch.setattr(harness.rank.loops, "run_throughput", _fake_probe(eager, compiled))
     spec = _spec(compile="auto")
-    settled, choice = settle_compile(spec)
+    settled, choice = settle_compile(spec, _fake_probe(eager, compiled))
     assert settled.compile is chosen and choice.source == "measured"
     assert choice.off_step_s == eager and choice.on_step_s == compiled
     assert choice.setup_s == pytest.approx(9 * compiled)  # first step less a steady one
@@ -96,7 +93,6 @@ def test_ipex_auto_is_measured_like_compile(cache_dir: Path, monkeypatch: pytest
     it only where it wins; the default follows the cached result; compile is then settled
     with IPEX as chosen."""
     import backends.ipex
-    import harness.rank.loops
     from backends.base import Availability
     from harness.run.autocompile import settle_all
 
@@ -107,8 +103,7 @@ def test_ipex_auto_is_measured_like_compile(cache_dir: Path, monkeypatch: pytest
         step = 0.5 if spec.ipex and not spec.compile else 1.0  # IPEX wins, compile does not
         return RankResult(rank=0, world_size=1, device_name="cpu", settings={},
                           step_times=[step] * 4, warmup_times=[step * 3, step])
-    monkeypatch.setattr(harness.rank.loops, "run_throughput", probe)
-    settled, choices = settle_all(_spec(ipex="auto", compile="auto"))
+    settled, choices = settle_all(_spec(ipex="auto", compile="auto"), probe)
     assert settled.ipex is True and choices["ipex"].source == "measured"
     assert settled.compile is False and choices["compile"].source == "measured"
     settled, choices = settle_all(_spec())
@@ -125,3 +120,20 @@ def test_ipex_default_without_ipex_stays_off_and_says_why(cache_dir: Path) -> No
     settled, choices = settle_all(_spec())
     assert settled.ipex is False
     assert "intel-extension-for-pytorch" in choices["ipex"].source
+
+
+def test_the_probe_runs_in_a_rank_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe is started as every run is, by the supervisor: nothing of it (compiled graphs,
+    memory, thread settings) runs in, or stays behind in, the process that settles."""
+    import torch
+
+    import harness.rank.loops
+
+    def in_this_process(*args: object, **kwargs: object) -> RankResult:
+        raise AssertionError("the probe ran in the settling process")
+
+    monkeypatch.setattr(harness.rank.loops, "run_throughput", in_this_process)
+    threads = torch.get_num_threads()
+    result = autocompile.probe_in_a_rank(autocompile._probe_spec(_spec(), "compile", False))
+    assert len(result.step_times) == autocompile.PROBE_STEPS
+    assert result.world_size == 1 and torch.get_num_threads() == threads
