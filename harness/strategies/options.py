@@ -4,6 +4,7 @@ both resolve options through these declarations (Strategy.resolve_options)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,3 +71,30 @@ OVERLAP = Option("overlap", bool, True, "communication overlaps the backward pas
                  "engine's behaviour; 0 models it serialised)",
                  assumption="the engine always overlaps its gradient exchange with the "
                  "backward pass")
+
+
+def options_markdown(strategies: Iterable[tuple[str, Sequence[Option]]]) -> str:
+    """The table of every strategy's options as docs/spec/strategies.md prints it (one row per
+    option, or one saying it takes none); tests keep the page equal to it."""
+    def cell(value: Any) -> str:
+        if value is None:
+            return "—"
+        if isinstance(value, bool):
+            return f"`{str(value).lower()}`"
+        return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
+
+    rows = ["| strategy | option | type | default | aliases | bounds, choices | meaning |",
+            "|---|---|---|---|---|---|---|"]
+    for name, options in strategies:
+        if not options:
+            rows.append(f"| `{name}` | — | | | | | takes no option |")
+        for option in options:
+            bounds = (", ".join(f"`{choice}`" for choice in option.choices) if option.choices
+                      else f"≥ {option.minimum:g}" if option.minimum is not None else "")
+            meaning = option.help if not option.assumption else \
+                f"{option.help}; predict only, a run refuses it: {option.assumption}"
+            rows.append(f"| `{name}` | `{option.name}` | {option.kind.__name__} | "
+                        f"{cell(option.default)} | "
+                        f"{', '.join(f'`{alias}`' for alias in option.aliases)} | {bounds} | "
+                        f"{meaning} |")
+    return "\n".join(rows) + "\n"
