@@ -69,6 +69,11 @@ class ComputeBackend(ABC):
     def configure(self, threads: int, precision: str) -> dict[str, Any]:
         """Apply process-wide settings (threads, TF32, cudnn.benchmark); return what was set."""
 
+    def rank_threads(self, threads: int) -> int:
+        """The CPU threads a rank that asks for `threads` (0: the default) runs with; known
+        before it starts, so that a cached peak can be chosen for it."""
+        return threads or torch.get_num_threads()
+
     def prepare_model(self, model: torch.nn.Module, device: torch.device,
                       channels_last: bool, compile_model: bool) -> torch.nn.Module:
         model = model.to(device)

@@ -134,8 +134,11 @@ class CPUBackend(ComputeBackend):
     def device(self, local_rank: int = 0) -> torch.device:
         return torch.device("cpu")
 
+    def rank_threads(self, threads: int) -> int:
+        return threads or max(1, len(os.sched_getaffinity(0)))
+
     def configure(self, threads: int, precision: str) -> dict[str, Any]:
-        threads = threads or max(1, len(os.sched_getaffinity(0)))
+        threads = self.rank_threads(threads)
         torch.set_num_threads(threads)
         return {"threads": threads, **tune_allocator()}
 

@@ -23,7 +23,7 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.rank.trainer import Trainer
 from harness.run.plan import resolve
-from harness.run.runner import unavailable_reason
+from harness.run.settle import unavailable_reason
 from workloads.flops import count_flops_per_sample
 
 if TYPE_CHECKING:

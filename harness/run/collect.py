@@ -1,0 +1,62 @@
+"""Collect a launched run: turn its ranks' raw measurements into metrics, against the peak
+settled before it and, for a run of several ranks, the one-rank run in the store that its
+scaling efficiency divides by; and note what the ranks say about how they ran."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.collectors import CollectContext, collect
+from harness.collectors.energy import energy_absent_reason
+from harness.core.spec import RunSpec
+from harness.microbench.peak import PeakResult
+from harness.records.record import Metric
+from harness.records.rundir import RankResult
+from harness.records.store import Store
+from workloads.flops import count_flops_per_sample
+
+
+@dataclass
+class Collected:
+    """A run's metrics, its notes from the ranks, and a failure its measurements show
+    (a time-to-train run that missed its target)."""
+
+    metrics: list[Metric] = field(default_factory=list)
+    notes: dict[str, Any] = field(default_factory=dict)
+    failure: str | None = None
+
+
+def ttt_failure(spec: RunSpec, lead: RankResult) -> str | None:
+    """Why a time-to-train run failed though every rank finished: its target was not reached."""
+    if spec.mode != "ttt" or lead.target_reached:
+        return None
+    from workloads import get_workload
+
+    target = get_workload(spec.workload).preset(spec.size).target
+    reached = (lead.quality or {}).get(target.metric, float("nan"))
+    comparison = ">=" if target.higher_is_better else "<="
+    return (f"target {target.metric} {comparison} {target.value} not reached in "
+            f"{target.max_epochs} epochs: reached {reached:.4g}")
+
+
+def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
+                store: Store) -> Collected:
+    """Metrics and notes of a run whose ranks reported (nothing for one that never ran)."""
+    if not ranks:
+        return Collected()
+    from workloads import get_workload
+
+    context = CollectContext(
+        spec=spec, ranks=ranks, peak=peak,
+        flops_per_sample=count_flops_per_sample(get_workload(spec.workload), spec.size),
+        baseline=store.find_baseline(spec) if spec.world_size > 1 else None)
+    metrics = collect(context)
+    lead = ranks[0]
+    notes: dict[str, Any] = {"settings": lead.settings}
+    if lead.param_checksums:
+        notes["replicas_checked_steps"] = min(len(r.param_checksums) for r in ranks)
+    notes["device_name"] = lead.device_name
+    absent = energy_absent_reason(context)
+    if absent:
+        notes["energy_unavailable"] = absent
+    return Collected(metrics, notes, ttt_failure(spec, lead))

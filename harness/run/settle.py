@@ -1,0 +1,71 @@
+"""Settle a planned spec before its ranks start: whether it can run here at all, whether IPEX
+and torch.compile are switched on (harness/run/autocompile.py), and, with --peak cached, the
+peak its MFU is measured against. Everything decided here is decided once, in this process;
+the ranks only carry it out."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from harness.core.spec import RunSpec
+from harness.core.text import one_line
+from harness.microbench.peak import PeakResult, peak_for
+from harness.run.autocompile import Choice, ipex_unusable, settle_all
+
+
+@dataclass
+class Settled:
+    """A spec as it will run: the switches decided, why it cannot run (skip), its peak."""
+
+    spec: RunSpec
+    skip: str | None = None
+    choices: dict[str, Choice] = field(default_factory=dict)
+    peak: PeakResult | None = None
+
+
+def unavailable_reason(spec: RunSpec) -> str | None:
+    """Why this valid spec cannot run on this machine, or None when it can."""
+    from backends import first_unavailable
+    from workloads import get_workload
+
+    reason = first_unavailable([("backend", spec.backend), ("comm", spec.comm),
+                                ("launcher", spec.launcher)])
+    if reason is not None:
+        return reason
+    try:
+        get_workload(spec.workload).check(spec.backend, spec.precision, spec.mode, spec.size)
+    except NotImplementedError as exc:
+        return one_line(str(exc)) or f"{spec.workload} does not support this combination"
+    from harness.strategies import STRATEGIES
+
+    if spec.ipex and (unusable := ipex_unusable(spec)) is not None:
+        return f"--ipex on: {unusable}"
+    return STRATEGIES.get(spec.strategy).unsupported(spec)
+
+
+def cached_peak(spec: RunSpec) -> PeakResult:
+    """The peak of the node the ranks run on, from the per-machine cache (measured now where
+    it holds none): the ranks of a CPU node share its cores, so its peak is at their threads
+    together."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = COMPUTE_BACKENDS.get(spec.backend)()
+    threads = backend.rank_threads(spec.threads)
+    if spec.backend == "cpu":
+        threads *= spec.nproc_per_node
+    return peak_for(spec.backend, backend.device_name(backend.device(0)), spec.precision,
+                    threads)
+
+
+def settle(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Settled:
+    """The spec with every decision taken that the ranks must not take themselves."""
+    reason = unavailable_reason(spec)
+    if reason is not None:
+        return Settled(spec, skip=reason)
+    settled = Settled(spec)
+    if {spec.compile_mode, spec.ipex_mode} & {"auto", "default"}:
+        progress("settling IPEX and compile", 0, 1)
+        settled.spec, settled.choices = settle_all(spec)
+    if spec.peak == "cached":
+        settled.peak = cached_peak(settled.spec)
+    return settled
