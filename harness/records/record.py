@@ -111,11 +111,6 @@ def metric(record: dict[str, Any], name: str) -> dict[str, Any] | None:
     return None
 
 
-IDENTITY_KEYS = ("workload", "size", "backend", "comm", "launcher", "precision", "world_size",
-                 "nnodes", "nproc_per_node", "batch_per_rank", "global_batch", "steps", "warmup",
-                 "mode", "seed", "suite")
-
-
 def check_record(record: Any, source: str = "record") -> dict[str, Any]:
     """Validate a loaded document against the shipped JSON Schema; raise SchemaError naming
     `source` and the first violation. A record that passes can be tabulated and compared

@@ -24,9 +24,11 @@ from hypothesis import strategies as st
 
 from harness.commands.cli import main
 from harness.core.errors import SchemaError, UsageError
+from harness.core.fields import identity as identity_of
+from harness.core.spec import RUN_FIELDS
 from harness.microbench.collectives import MAX_BYTES, parse_size, parse_sizes
 from harness.records.inputs import load_inputs, records_from_document
-from harness.records.record import IDENTITY_KEYS, check_record, load_record
+from harness.records.record import check_record, load_record
 from harness.run.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
 
 GOLDEN_PATH = Path(__file__).parent / "golden" / "record_v1.json"
@@ -93,7 +95,7 @@ def mutated_records(draw: st.DrawFn) -> dict[str, Any]:
 def tabulate(record: dict[str, Any]) -> str:
     """Everything a report or a comparison may do with a record that passed check_record."""
     spec = record["spec"]
-    identity = tuple(spec.get(key) for key in IDENTITY_KEYS)
+    identity = json.dumps(identity_of(spec, RUN_FIELDS), sort_keys=True, default=str)
     groups = {identity: [record]}
     cells = [record["run_id"], record["created_at"], record["status"], spec["workload"],
              record["error"] or "-", str(len(groups)), str(len(record["events"]))]
