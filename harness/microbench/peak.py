@@ -45,10 +45,30 @@ class PeakResult:
         return asdict(self)
 
 
+# The operands' own seed: a peak measured inside a rank (--peak in-run) must not draw from
+# the global streams that drive the rank's dropout and data, or measuring would change the
+# training it measures.
+OPERAND_SEED = 0
+
+
+def _operand_generator(device: torch.device) -> torch.Generator:
+    """A private generator on the device where torch has one, else on the CPU."""
+    try:
+        return torch.Generator(device=device).manual_seed(OPERAND_SEED)
+    except RuntimeError:
+        return torch.Generator().manual_seed(OPERAND_SEED)
+
+
+def _random_operand(n: int, device: torch.device, dtype: torch.dtype,
+                    generator: torch.Generator) -> torch.Tensor:
+    return torch.randn(n, n, device=generator.device, generator=generator).to(device, dtype)
+
+
 def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
     """n x n x n matrix products through each engine torch has on this device."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
+    generator = _operand_generator(device)
+    a = _random_operand(n, device, dtype, generator)
+    b = _random_operand(n, device, dtype, generator)
     engines: dict[str, Any] = {"mm": lambda: torch.mm(a, b)}
     if device.type == "cpu":
         # A 1x1 convolution of n channels over n pixels is an n x n x n GEMM in oneDNN.
@@ -110,9 +130,20 @@ IN_RUN_BUDGET_S = 0.3
 def in_run_reading(backend_name: str, precision: str, threads: int, device: torch.device,
                    when: str) -> dict[str, Any]:
     """A quick peak reading inside a run (`when` = before/after the measured steps): the same
-    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine."""
-    result = measure_peak(backend_name, precision, threads, reps=5, budget_s=IN_RUN_BUDGET_S,
-                          device=device)
+    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine.
+
+    The training around it must go on as without it: the operands come from a private
+    generator, the random streams are forked besides (nothing in the reading can advance
+    them), and the thread count the rank trains with is restored.
+    """
+    threads_before = torch.get_num_threads()
+    devices = [device.index or 0] if device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices):
+            result = measure_peak(backend_name, precision, threads, reps=5,
+                                  budget_s=IN_RUN_BUDGET_S, device=device)
+    finally:
+        torch.set_num_threads(threads_before)
     return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,
             "per_size": result.per_size, "threads": result.threads,
             "measured_at": result.measured_at}

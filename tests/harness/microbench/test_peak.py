@@ -112,3 +112,26 @@ def test_store_keeps_the_best_measurement(cache_dir: Path) -> None:
     # ...and a better one does.
     assert store_peak(result(8e11)).flops == 8e11
     assert cached_peak("cpu", "Test CPU", "bf16", 2).flops == 8e11
+
+
+def test_measuring_the_peak_draws_nothing_from_the_training_streams(
+        monkeypatch: pytest.MonkeyPatch, keep_threads: None) -> None:
+    """--peak in-run times GEMMs inside a rank between training steps: the global stream
+    that drives the rank's dropout must come out of it where it went in."""
+    monkeypatch.setitem(peak.GEMM_SIZES, "cpu", (32, 64))
+    monkeypatch.setitem(peak.COPY_BYTES, "cpu", 64 * 1024)
+    torch.manual_seed(1234)
+    expected = torch.rand(8)
+    torch.manual_seed(1234)
+    measure_peak("cpu", "fp32", threads=1, reps=2)
+    peak.in_run_reading("cpu", "fp32", 1, torch.device("cpu"), "before")
+    assert torch.equal(torch.rand(8), expected)
+
+
+def test_an_in_run_reading_keeps_the_ranks_thread_count(
+        monkeypatch: pytest.MonkeyPatch, keep_threads: None) -> None:
+    monkeypatch.setitem(peak.GEMM_SIZES, "cpu", (32,))
+    monkeypatch.setitem(peak.COPY_BYTES, "cpu", 64 * 1024)
+    torch.set_num_threads(1)
+    peak.in_run_reading("cpu", "fp32", 2, torch.device("cpu"), "after")
+    assert torch.get_num_threads() == 1
