@@ -1,0 +1,78 @@
+"""Measuring does not change what is measured: a run trains bitwise the same with and without
+each measurement option (the in-run peak, per-step parameter checksums), in the same rank
+processes every run uses. Equality is exact: the same float per step, not a tolerance."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from harness.core.spec import LaunchOptions, RunSpec
+from harness.rank.loops import run_throughput
+from harness.records.rundir import CHECK_SYNC_VAR, RankResult
+from harness.run.launch import launch
+
+TTT = RunSpec(workload="hep_cnn", size="tiny", mode="ttt", batch_per_rank=16, threads=1)
+THROUGHPUT = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=8, steps=3, warmup=1,
+                     threads=1)
+
+
+@pytest.fixture(autouse=True)
+def keep_threads() -> Iterator[None]:
+    saved = torch.get_num_threads()
+    yield
+    torch.set_num_threads(saved)
+
+
+def _ranks(spec: RunSpec) -> list[RankResult]:
+    ranks = launch(spec, LaunchOptions(), f"undisturbed-{spec.peak}",
+                   lambda phase, done, total: None)
+    assert ranks is not None
+    return ranks
+
+
+def _training(rank: RankResult) -> dict[str, Any]:
+    """What training did, without the clock: every loss, and each evaluation's step and
+    quality (the step at which the target was met gives samples_to_target)."""
+    evaluations = [{k: v for k, v in entry.items() if k != "seconds"}
+                   for entry in rank.quality_history]
+    return {"losses": rank.losses, "evaluations": evaluations,
+            "reached": rank.target_reached}
+
+
+def test_time_to_train_is_the_same_with_and_without_the_in_run_peak(cache_dir: Any) -> None:
+    """hep_cnn has dropout: a peak reading that drew from the rank's stream changed its masks,
+    and with them the step at which the target was reached."""
+    cached = _ranks(TTT.replace(peak="cached"))
+    in_run = _ranks(TTT.replace(peak="in-run"))
+    assert [len(r.peak_readings) for r in in_run] == [2]  # the peak was measured in the rank
+    assert [r.peak_readings for r in cached] == [[]]
+    assert cached[0].target_reached, "the comparison needs a run that reaches its target"
+    assert [_training(r) for r in in_run] == [_training(r) for r in cached]
+
+
+@pytest.mark.slow
+def test_two_rank_time_to_train_is_the_same_with_and_without_the_in_run_peak(
+        cache_dir: Any) -> None:
+    spec = TTT.replace(nproc_per_node=2, comm="gloo", strategy="ddp")
+    cached = _ranks(spec.replace(peak="cached"))
+    in_run = _ranks(spec.replace(peak="in-run"))
+    assert all(len(r.peak_readings) == 2 for r in in_run)
+    assert [_training(r) for r in in_run] == [_training(r) for r in cached]
+
+
+def test_throughput_losses_are_the_same_with_each_measurement_option(
+        monkeypatch: pytest.MonkeyPatch, cache_dir: Any) -> None:
+    """The rank's own loop, in this process: the in-run peak (read after the warm-up and after
+    the measured steps) and the per-step parameter checksums leave every loss as it was."""
+    monkeypatch.delenv(CHECK_SYNC_VAR, raising=False)
+    plain = run_throughput(THROUGHPUT.replace(peak="cached")).losses
+    measured = run_throughput(THROUGHPUT.replace(peak="in-run"))
+    assert len(measured.peak_readings) == 2
+    monkeypatch.setenv(CHECK_SYNC_VAR, "1")
+    checked = run_throughput(THROUGHPUT.replace(peak="cached"))
+    assert len(checked.param_checksums) == THROUGHPUT.steps
+    assert measured.losses == plain
+    assert checked.losses == plain
