@@ -222,7 +222,8 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
             continue
         progress("eval", epoch, target.max_epochs)
         log.start(mlperf.EVAL_START, metadata={"epoch_num": epoch})
-        quality = trainer.workload.evaluate(trainer.model, evaluation, spec.batch_per_rank * 4,
+        evaluated = trainer.strategy.model_to_evaluate()
+        quality = trainer.workload.evaluate(evaluated, evaluation, spec.batch_per_rank * 4,
                                             device, trainer.autocast)
         log.end(mlperf.EVAL_STOP, metadata={"epoch_num": epoch})
         value = quality[target.metric]

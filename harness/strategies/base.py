@@ -262,6 +262,13 @@ class Strategy(ABC):
         assert self.model is not None
         return self.model
 
+    def model_to_evaluate(self) -> nn.Module:
+        """The model whose quality an evaluation reports: the state after every update the
+        rank's steps counted. Called once per evaluation, on every rank that evaluates; a
+        strategy whose ranks train on a copy that lags the true state (the asynchronous
+        rules: the servers hold it) brings that state in here, so it may communicate."""
+        return self.eval_model()
+
     def state_bytes(self) -> dict[str, int]:
         """Bytes of parameters, gradients and optimizer state this rank holds."""
         assert self.model is not None

@@ -93,6 +93,23 @@ class Hogwild(Strategy):
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets)
 
+    def model_to_evaluate(self) -> torch.nn.Module:
+        """The shared model once every rank has finished the steps counted so far: without
+        the barrier the other ranks' updates land in the weights while rank 0 evaluates
+        them. Every rank evaluates after the same number of steps (equal shards), and no rank
+        writes again before rank 0's verdict (agree_to_stop's broadcast), so rank 0 reads a
+        model that holds exactly the counted updates."""
+        if self.spec.distributed:
+            dist.barrier()
+        assert self.model is not None
+        with torch.no_grad():
+            checksum = float(sum(p.detach().double().sum() for p in self.model.parameters()))
+        self._evaluated = {"evaluated_checksum": checksum}
+        return self.model
+
+    def step_stats(self) -> dict[str, object]:
+        return dict(getattr(self, "_evaluated", {}))
+
     def state_bytes(self) -> dict[str, int]:
         found = super().state_bytes()
         # The parameters are one copy in shared memory: rank 0 holds them, the rest map them.

@@ -16,7 +16,13 @@ from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, clip_gradients
 from harness.strategies.options import OVERLAP
 from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
-from harness.strategies.ps import DAMP_STALE, MOMENTUM, SERVERS, ParameterServerStrategy
+from harness.strategies.ps import (
+    DAMP_STALE,
+    MOMENTUM,
+    SERVERS,
+    ParameterServerStrategy,
+    flat_checksum,
+)
 
 
 @STRATEGIES.register("hybrid")
@@ -137,10 +143,28 @@ class Hybrid(ParameterServerStrategy):
         clock.end_step()
         return loss.detach()
 
+    def model_to_evaluate(self) -> torch.nn.Module:
+        """The servers' state, which holds the group's last push: the leader fetches it and
+        the group receives it, as at the start of a step (every member evaluates at the same
+        step, so the group's broadcast pairs up). The next step fetches again, so training
+        goes on as without the evaluation."""
+        model = self.eval_model()
+        if self.place.rank == self.leader:
+            self.client.step = self._steps
+            self.client.fetch(self._flat)
+        with self._kind("parameter"):
+            dist.broadcast(self._flat, src=self.leader, group=self.group)
+        self._set_parameters()
+        self._evaluated = {"evaluated_checksum": flat_checksum(self._flat)}
+        if self.place.rank == self.leader:
+            self._evaluated["evaluated_version"] = self.client.version
+        return model
+
     def step_stats(self) -> dict[str, Any]:
         if self.serves:
-            return self.server.summary()
-        return {"steps": self._steps, "group": self.place.rank // self.group_size(self.spec)}
+            return {**self.server.summary(), "shard_checksum": flat_checksum(self.server.param)}
+        return {"steps": self._steps, "group": self.place.rank // self.group_size(self.spec),
+                **getattr(self, "_evaluated", {})}
 
     def finish(self) -> None:
         if not self.serves and self.place.rank == getattr(self, "leader", -1):

@@ -45,6 +45,13 @@ DAMP_STALE = Option("damp_stale", bool, True, "scale a gradient t versions stale
                     priced=False)
 
 
+def flat_checksum(flat: torch.Tensor) -> float:
+    """Sum of a flat parameter vector in float64: a worker's evaluated parameters and the
+    servers' shards can be compared without shipping either."""
+    with torch.no_grad():
+        return float(flat.detach().double().sum())
+
+
 def async_momentum(momentum: float, pushers: int) -> float:
     """The servers' default momentum under the asynchronous rule: max(0, 1 - P(1 - μ)) for
     P pushers and the workload's μ (0.9 -> 0.8 for two, 0.6 for four, 0 from ten; unchanged
@@ -209,6 +216,7 @@ class ParameterServerStrategy(Strategy):
         clock, model, spec = self.clock, self.model, self.spec
         assert model is not None and not self.serves
         step = self._steps
+        self._back_to_training_copy()
         if step % self.fetch_every(spec) == 0:
             with clock.phase("wait"):
                 self.client.step = step
@@ -245,6 +253,34 @@ class ParameterServerStrategy(Strategy):
             raise RuntimeError("a parameter server rank has no model to evaluate")
         return self.model
 
+    def model_to_evaluate(self) -> nn.Module:
+        """The servers' parameters after the updates this worker's steps counted, not the copy
+        it fetched before its last step (one update behind). Under the clock rule the fetch
+        waits for the clocks of every step taken (ps-sync: exactly that many updates); under
+        the async rule it takes the servers' state as it stands, which holds this worker's
+        last push (a server handles one worker's requests in the order sent). A worker that
+        fetches only every n_fetch steps goes back to its own copy at its next step, so
+        evaluating does not change what it trains on."""
+        model = self.eval_model()
+        spec = self.spec
+        if self.fetch_every(spec) > 1:
+            self._training_copy = (self._flat.clone(), self.client.version)
+        self.client.step = self._steps
+        least = self._steps if self.rule == "clock" else 0
+        self.client.fetch(self._flat, least)
+        vector_to_parameters(self._flat, model.parameters())
+        self._evaluated = {"evaluated_version": self.client.version,
+                           "evaluated_checksum": flat_checksum(self._flat)}
+        return model
+
+    def _back_to_training_copy(self) -> None:
+        """The parameters (and their version) this worker trained on before an evaluation."""
+        saved = getattr(self, "_training_copy", None)
+        if saved is not None:
+            self._flat.copy_(saved[0])
+            self.client.version = saved[1]
+            self._training_copy = None
+
     def state_bytes(self) -> dict[str, int]:
         if self.serves:
             from harness.strategies.base import tensor_bytes
@@ -260,8 +296,9 @@ class ParameterServerStrategy(Strategy):
 
     def step_stats(self) -> dict[str, Any]:
         if self.serves:
-            return self.server.summary()
-        return {"steps": self._steps, "fetched_version": self.client.version}
+            return {**self.server.summary(), "shard_checksum": flat_checksum(self.server.param)}
+        return {"steps": self._steps, "fetched_version": self.client.version,
+                **getattr(self, "_evaluated", {})}
 
     def finish(self) -> None:
         if not self.serves and hasattr(self, "client"):
