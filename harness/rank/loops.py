@@ -2,6 +2,7 @@
 time-to-train on real data under MLPerf timing rules."""
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable
@@ -95,6 +96,37 @@ def _extends_warmup(spec: RunSpec) -> bool:
     return (spec.ipex or spec.compile) and spec.world_size == 1
 
 
+class _Rewind:
+    """The training state a fixed-length warm-up leaves (parameters, optimizer and scaler
+    state, the random streams). The steps an IPEX/compile warm-up adds until step times
+    settle are a timing decision: without rewinding, how noisy the machine was would decide
+    which model (and which dropout masks) the measured steps train."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        strategy = trainer.strategy
+        self.strategy = strategy
+        self.scaler = trainer.recipe.scaler
+        self.model = copy.deepcopy(strategy.model.state_dict()) if strategy.model else None
+        self.optimizer = copy.deepcopy(strategy.optimizer.state_dict()) \
+            if strategy.optimizer is not None else None
+        self.scaler_state = copy.deepcopy(self.scaler.state_dict()) \
+            if self.scaler is not None else None
+        self.rng = torch.random.get_rng_state()
+        self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+    def restore(self) -> None:
+        strategy = self.strategy
+        if self.model is not None and strategy.model is not None:
+            strategy.model.load_state_dict(self.model)
+        if self.optimizer is not None:
+            strategy.optimizer.load_state_dict(self.optimizer)
+        if self.scaler_state is not None:
+            self.scaler.load_state_dict(self.scaler_state)
+        torch.random.set_rng_state(self.rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
 def _end_step(trainer: Trainer) -> None:
     if trainer.meter is not None:
         trainer.meter.end_step()
@@ -115,6 +147,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     backend, device = trainer.backend, trainer.device
     warmup = spec.warmup
     index = 0
+    rewind: _Rewind | None = None
     while index < warmup:
         started = time.perf_counter()
         trainer.step(inputs, targets)
@@ -124,8 +157,12 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         index += 1
         if index == warmup and _extends_warmup(spec) \
                 and not steady(result.warmup_times) and warmup < spec.warmup + MAX_EXTRA_WARMUP:
+            if rewind is None:
+                rewind = _Rewind(trainer)
             warmup += 1
         progress("warmup", index, warmup)
+    if rewind is not None:
+        rewind.restore()
     _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
     meter = backend.energy_meter(device)

@@ -76,3 +76,21 @@ def test_throughput_losses_are_the_same_with_each_measurement_option(
     assert len(checked.param_checksums) == THROUGHPUT.steps
     assert measured.losses == plain
     assert checked.losses == plain
+
+
+def test_an_extended_warm_up_leaves_the_measured_steps_as_a_fixed_one_would(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps an IPEX/compile warm-up adds until step times settle depend on the machine's
+    noise: they are rewound (model, optimizer, random streams), so the measured steps train as
+    after the fixed warm-up. Forced here on plain eager steps, which train the same way."""
+    from harness.rank import loops
+
+    monkeypatch.delenv(CHECK_SYNC_VAR, raising=False)
+    spec = THROUGHPUT.replace(peak="cached", warmup=2)
+    fixed = run_throughput(spec)
+    monkeypatch.setattr(loops, "_extends_warmup", lambda spec: True)
+    monkeypatch.setattr(loops, "steady", lambda times: False)
+    monkeypatch.setattr(loops, "MAX_EXTRA_WARMUP", 3)
+    extended = run_throughput(spec)
+    assert len(extended.warmup_times) == spec.warmup + 3
+    assert extended.losses == fixed.losses
