@@ -98,9 +98,10 @@ def _extends_warmup(spec: RunSpec) -> bool:
 
 class _Rewind:
     """The training state a fixed-length warm-up leaves (parameters, optimizer and scaler
-    state, the random streams). The steps an IPEX/compile warm-up adds until step times
-    settle are a timing decision: without rewinding, how noisy the machine was would decide
-    which model (and which dropout masks) the measured steps train."""
+    state, the strategy's step counters, the random streams). The steps an IPEX/compile
+    warm-up adds until step times settle are a timing decision: without rewinding, how noisy
+    the machine was would decide which model (and which dropout masks) the measured steps
+    train."""
 
     def __init__(self, trainer: Trainer) -> None:
         strategy = trainer.strategy
@@ -111,6 +112,9 @@ class _Rewind:
             if strategy.optimizer is not None else None
         self.scaler_state = copy.deepcopy(self.scaler.state_dict()) \
             if self.scaler is not None else None
+        # Step counters a strategy keeps (tensor parallelism seeds its dropout by them).
+        self.counters = {name: value for name, value in vars(strategy).items()
+                         if type(value) is int}
         self.rng = torch.random.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
 
@@ -122,6 +126,8 @@ class _Rewind:
             strategy.optimizer.load_state_dict(self.optimizer)
         if self.scaler_state is not None:
             self.scaler.load_state_dict(self.scaler_state)
+        for name, value in self.counters.items():
+            setattr(strategy, name, value)
         torch.random.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)

@@ -52,7 +52,7 @@ def test_downpour_evaluates_the_servers_state_and_trains_on_its_own_copy(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("strategy", "options"), [
-    ("ps-sync", {"servers": 1}), ("ssp", {"servers": 1, "s": 2})])
+    ("ps-sync", {"servers": 1}), ("ssp", {"servers": 1, "staleness": 2})])
 def test_two_workers_under_the_clock_rule_evaluate_exactly_the_counted_clocks(
         cache_dir: Any, strategy: str, options: dict[str, Any]) -> None:
     workers, (server,) = _ranks(strategy, 3, **options)
