@@ -13,6 +13,7 @@ from harness.core.fields import add_options, option_keys
 from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec
+from harness.records.provenance import Provenance
 from harness.records.store import Store
 from harness.run.guard import check_all
 from harness.run.plan import MULTI_KEYS, plan_runs
@@ -118,7 +119,7 @@ def command(args: argparse.Namespace) -> int:
         print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
               f"{store.root}", file=sys.stderr)
     progress = Progress(len(work), enabled=not args.quiet)
-    runner = Runner(store, progress, launch)
+    runner = Runner(store, progress, launch, Provenance(args.machine, args.commit))
     records: list[dict[str, Any]] = []
     try:
         for spec in work:

@@ -67,6 +67,7 @@ def parse_cpuinfo(text: str) -> dict[str, Any]:
         "cpu_model_number": number("model"),
         "cpu_stepping": number("stepping"),
         "cpu_microcode": first.get("microcode"),
+        "cpu_part": number("CPU part"),
         "cpu_mhz": float(first["cpu MHz"]) if re.fullmatch(r"\d+(\.\d+)?",
                                                             first.get("cpu MHz", "")) else None,
         "logical_cpus": len(blocks),
@@ -207,6 +208,7 @@ def cpu_fingerprint(proc_root: Path = Path("/proc"), sys_root: Path = Path("/sys
         "cpu_model_number": info["cpu_model_number"],
         "cpu_stepping": info["cpu_stepping"],
         "cpu_microcode": info["cpu_microcode"],
+        **({"cpu_part": info["cpu_part"]} if info["cpu_part"] is not None else {}),
         "sockets": sockets,
         "numa_nodes": read_numa_nodes(sys_root) or (int(lscpu["NUMA node(s)"])
                                                      if lscpu.get("NUMA node(s)", "").isdigit()

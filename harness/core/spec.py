@@ -116,6 +116,12 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField("out", ("--out",), default="results", help="results store (default ./results)",
              launch=True),
     RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
+    RunField("machine", ("--machine",), metavar="NAME", launch=True,
+             help="name this machine in the records (default: its CPU's microarchitecture "
+             "and cores)"),
+    RunField("commit", ("--commit",), launch=True,
+             help="the commit of the code being benchmarked (default: the working "
+             "directory's git HEAD)"),
     RunField("resume", ("--resume",), action="store_true", launch=True,
              help="skip runs that already have success records in the store"),
     RunField("quiet", ("-q", "--quiet"), action="store_true", help="no progress display",

@@ -17,6 +17,7 @@ import torch
 
 import harness
 from harness.core.hardware import cpu_fingerprint, hardware_key, machine_id
+from harness.records.machine import microarchitecture
 
 
 def shaped_rate_mbps(interface: str) -> float | None:
@@ -86,6 +87,7 @@ def machine_info() -> dict[str, Any]:
         "gpus": gpu_inventory(),
         "nodes": 1,
         "interconnect": interconnect(),
+        "microarchitecture": microarchitecture(cpu),
     })
 
 

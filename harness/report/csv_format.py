@@ -11,7 +11,8 @@ import io
 
 from harness.report.view import SPEC_FIELDS, MetricView, RecordView, clean_text, number
 
-COLUMNS = ("run_id", "created_at", *SPEC_FIELDS, "status", "error", "metric", "unit", "bytes",
+COLUMNS = ("run_id", "created_at", "machine", "commit", *SPEC_FIELDS, "status", "error",
+           "metric", "unit", "bytes",
            "value", "median", "ci_low", "ci_high", "n")
 _FORMULA_STARTS = ("=", "+", "-", "@")
 _PER_SIZE_UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_s": "s"}
@@ -41,7 +42,8 @@ def _metric_cells(metric: MetricView) -> list[str]:
 
 
 def _rows(view: RecordView) -> list[list[str]]:
-    head = [_text(view.run_id), _text(view.created_at),
+    head = [_text(view.run_id), _text(view.created_at), _text(view.machine_label),
+            _text(view.code.get("commit") or "-"),
             *(_text(view.spec.get(name)) for name in SPEC_FIELDS), _text(view.status),
             _text(view.error)]
     rows = [head + _metric_cells(metric) for metric in view.metrics.values()]

@@ -13,6 +13,7 @@ from typing import Any
 from harness.core.fields import report_columns
 from harness.core.spec import RUN_FIELDS
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
+from harness.records.machine import machine_label
 
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
@@ -112,6 +113,12 @@ class RecordView:
     software: dict[str, Any]
     harness: dict[str, Any]
     metrics: dict[str, MetricView]
+    code: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def machine_label(self) -> str:
+        """The machine as a row or legend names it (--machine's name, else its CPU)."""
+        return clean_text(machine_label(self.machine), 120) if self.machine else "-"
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> RecordView:
@@ -126,7 +133,8 @@ class RecordView:
                    error=clean_text(record.get("error")),
                    spec=_dict(record.get("spec")), machine=_dict(record.get("machine")),
                    software=_dict(record.get("software")),
-                   harness=_dict(record.get("harness")), metrics=metrics)
+                   harness=_dict(record.get("harness")), metrics=metrics,
+                   code=_dict(record.get("code")))
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies

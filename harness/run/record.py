@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.core.errors import RunFailed, SkipRun, status_of
 from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
+from harness.records.provenance import Provenance
 from harness.records.record import build_record
 from harness.records.rundir import RankResult
 from harness.run.collect import Collected
@@ -38,14 +39,22 @@ class Verdict:
 class Recorder:
     """Builds the records of one invocation; the machine and its software are read once."""
 
-    def __init__(self) -> None:
+    def __init__(self, provenance: Provenance | None = None) -> None:
+        self.provenance = provenance or Provenance()
         self._machine: dict[str, Any] | None = None
         self._software: dict[str, Any] | None = None
+        self._code: dict[str, Any] | None = None
 
     def _fingerprint(self) -> tuple[dict[str, Any], dict[str, Any]]:
         if self._machine is None or self._software is None:
-            self._machine, self._software = machine_info(), software_info()
+            self._machine = self.provenance.machine_entry(machine_info())
+            self._software = software_info()
         return self._machine, self._software
+
+    def _code_under_test(self) -> dict[str, Any]:
+        if self._code is None:
+            self._code = self.provenance.code()
+        return self._code
 
     def record(self, run_id: str, created: datetime, settled: Settled, verdict: Verdict,
                ranks: list[RankResult], collected: Collected) -> dict[str, Any]:
@@ -63,4 +72,4 @@ class Recorder:
             harness=harness_info(), machine=machine, software=software,
             spec=spec.as_dict(), metrics=collected.metrics,
             events=ranks[0].events if ranks else [],
-            extra={"spec_key": spec.key(), "notes": notes})
+            extra={"spec_key": spec.key(), "code": self._code_under_test(), "notes": notes})

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
+from harness.records.provenance import Provenance
 from harness.records.record import new_run_id, utc_now
 from harness.records.rundir import RankResult
 from harness.records.store import Store
@@ -37,11 +38,12 @@ class Runner:
     per run."""
 
     def __init__(self, store: Store, progress: Progress | None = None,
-                 launch: LaunchOptions | None = None) -> None:
+                 launch: LaunchOptions | None = None,
+                 provenance: Provenance | None = None) -> None:
         self.store = store
         self.launch = launch or LaunchOptions()
         self.progress = progress or Progress(0, enabled=False)
-        self.recorder = Recorder()
+        self.recorder = Recorder(provenance)
 
     def run(self, spec: RunSpec) -> Outcome | None:
         """Run and store one record; None on a non-zero node of a multi-node job."""
