@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "kernels": ("kernels", "kernel microbenchmarks with a roofline (DeepBench style)"),
     "report": ("report", "tables and plots from records and stores"),
     "compare": ("compare", "exit 1 on a significant regression"),
+    "history": ("history", "a metric over commits per machine, with its change points"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
 }

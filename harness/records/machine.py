@@ -53,7 +53,7 @@ def _number(value: Any) -> int | None:
 
 def vendor_name(machine: Mapping[str, Any]) -> str:
     vendor = str(machine.get("cpu_vendor") or "")
-    return VENDORS.get(vendor, vendor or "unknown vendor")
+    return VENDORS.get(vendor, vendor)
 
 
 def microarchitecture(machine: Mapping[str, Any]) -> str:
@@ -76,8 +76,9 @@ def microarchitecture(machine: Mapping[str, Any]) -> str:
     if vendor == "Arm" and part is not None and part in ARM_PARTS:
         return ARM_PARTS[part]
     if family is None and model is None:
-        return f"{vendor} {machine.get('cpu_model') or 'CPU'}".strip()
-    return f"{vendor} family {family} model {model}"
+        named = str(machine.get("cpu_model") or "unknown CPU")
+        return named if not vendor or named.startswith(vendor) else f"{vendor} {named}"
+    return f"{vendor or 'CPU'} family {family} model {model}"
 
 
 def _cores(machine: Mapping[str, Any]) -> int | None:
@@ -104,7 +105,7 @@ def machine_label(machine: Mapping[str, Any]) -> str:
         return name.strip()
     uarch = microarchitecture(machine)
     vendor = vendor_name(machine)
-    parts = [uarch if uarch.startswith(vendor) else f"{vendor} {uarch}"]
+    parts = [uarch if not vendor or uarch.startswith(vendor) else f"{vendor} {uarch}"]
     cores = _cores(machine)
     if cores:
         parts.append(f"{cores} cores")

@@ -1,0 +1,43 @@
+"""`dtbench history PATH ...`: a metric per machine over commits, and the steps in it."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from harness.commands.arguments import percentage
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", default=["results"], metavar="PATH",
+                        help="record files, --json lists or stores (default: ./results)")
+    parser.add_argument("--metric", default="throughput",
+                        help="the metric to follow (default throughput)")
+    parser.add_argument("-w", "--workload", action="append",
+                        help="only this workload (repeatable)")
+    parser.add_argument("--min-effect", type=percentage, default=5.0,
+                        help="smallest step reported, in percent (default 5)")
+    parser.add_argument("--json", dest="json_file", help="also write the series and steps here")
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness.compare.history import ALPHA, build_series, render
+    from harness.core.errors import EXIT_NOTHING_COMPARED, EXIT_OK
+    from harness.core.files import write_atomic
+    from harness.records.inputs import load_inputs
+
+    loaded = load_inputs(args.paths)
+    for warning in loaded.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    records = [r for r in loaded.records
+               if not args.workload or (r.get("spec") or {}).get("workload") in args.workload]
+    series = build_series(records, args.metric, args.min_effect / 100.0, ALPHA)
+    sys.stdout.write(render(series))
+    if args.json_file:
+        write_atomic(Path(args.json_file), json.dumps([{
+            "machine": s.machine, "experiment": s.experiment, "metric": s.metric,
+            "points": [{"label": p.label, "when": p.when, "values": p.values}
+                       for p in s.points],
+            "steps": [step.as_dict() for step in s.steps]} for s in series], indent=1) + "\n")
+    return EXIT_OK if series else EXIT_NOTHING_COMPARED

@@ -1,0 +1,177 @@
+"""A metric over commits (or dates) per machine and experiment, and the steps in it.
+
+Change points are found by ruptures' PELT search under a least-squares (mean-shift) cost with
+the Schwarz penalty 2·σ²·ln n, σ the noise of the series estimated robustly from successive
+differences (a step moves one difference, noise moves all). Each candidate is then kept only
+where the samples on either side differ significantly (Mann-Whitney, Bonferroni over the
+candidates) and by at least a minimum effect: a rerun of the same commit on a quiet machine
+must not report a step. Each step has its size as the ratio of medians after/before, with a
+bootstrap confidence interval, and the commit range where it happened.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from harness.compare.stats import bootstrap_ratio_ci, mann_whitney_p
+from harness.records.machine import machine_label
+from harness.records.record import metric as find_metric
+
+MIN_EFFECT = 0.05
+ALPHA = 0.01
+# Successive differences of noise have sigma·√2; 1.4826·MAD estimates a normal sigma.
+_MAD_TO_SIGMA = 1.4826 / math.sqrt(2.0)
+
+
+@dataclass
+class Point:
+    """One commit (or day) of a series: its samples of the metric."""
+
+    label: str
+    when: str
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.values))
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change between points[index - 1] and points[index]."""
+
+    index: int
+    before: str
+    after: str
+    ratio: float
+    ci: tuple[float, float]
+    p_value: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "before": self.before, "after": self.after,
+                "ratio": self.ratio, "ci": list(self.ci), "p_value": self.p_value}
+
+
+@dataclass
+class Series:
+    """A metric of one experiment on one machine over commits, oldest first."""
+
+    machine: str
+    experiment: str
+    metric: str
+    higher_is_better: bool
+    points: list[Point]
+    steps: list[Step] = field(default_factory=list)
+
+
+def noise_sigma(medians: Sequence[float]) -> float:
+    """The series' noise from the median absolute successive difference."""
+    diffs = np.diff(np.asarray(medians, dtype=float))
+    if diffs.size == 0:
+        return 0.0
+    return float(np.median(np.abs(diffs - np.median(diffs))) * _MAD_TO_SIGMA)
+
+
+def _candidates(medians: np.ndarray) -> list[int]:
+    import ruptures
+
+    n = medians.size
+    sigma = noise_sigma(medians)
+    scale = max(abs(float(np.mean(medians))), 1e-300)
+    sigma = max(sigma, 1e-9 * scale)  # a noiseless series still needs a finite penalty
+    found = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(medians).predict(
+        pen=2.0 * sigma**2 * math.log(n))
+    return [b for b in found if 0 < b < n]
+
+
+def _test(points: Sequence[Point], bounds: list[int], i: int) -> tuple[float, float,
+                                                                      list[float], list[float]]:
+    """Ratio of medians and Mann-Whitney p of the segments either side of bounds[i]."""
+    before = [v for p in points[bounds[i - 1]:bounds[i]] for v in p.values]
+    after = [v for p in points[bounds[i]:bounds[i + 1]] for v in p.values]
+    base = float(np.median(before))
+    ratio = float(np.median(after)) / base if base else math.nan
+    return ratio, mann_whitney_p(before, after), before, after
+
+
+def detect(points: Sequence[Point], min_effect: float = MIN_EFFECT,
+           alpha: float = ALPHA) -> list[Step]:
+    """The significant steps of a series (none for fewer than 4 points). Candidates that fail
+    the effect or the test are dropped one at a time, weakest first, and the rest re-tested
+    on the segments that remain (a spurious split must not starve a real step of samples)."""
+    if len(points) < 4:
+        return []
+    breaks = _candidates(np.array([p.median for p in points], dtype=float))
+    while True:
+        bounds = [0, *breaks, len(points)]
+        tested = [_test(points, bounds, i) for i in range(1, len(bounds) - 1)]
+        failing = [(p_value, -abs(ratio - 1.0) if math.isfinite(ratio) else 0.0, j)
+                   for j, (ratio, p_value, _, _) in enumerate(tested)
+                   if not math.isfinite(ratio) or abs(ratio - 1.0) < min_effect
+                   or p_value * len(breaks) > alpha]
+        if not failing:
+            break
+        breaks.pop(max(failing)[2])
+    return [Step(index, points[index - 1].label, points[index].label, ratio,
+                 bootstrap_ratio_ci(before, after), p_value)
+            for index, (ratio, p_value, before, after) in zip(breaks, tested, strict=True)]
+
+
+def _experiment(spec: dict[str, Any]) -> str:
+    parts = [str(spec.get(k)) for k in ("workload", "size", "backend", "precision")
+             if spec.get(k) is not None]
+    ranks = spec.get("world_size")
+    strategy = spec.get("strategy")
+    return " ".join(parts + ([f"{ranks} rank(s)"] if ranks else [])
+                    + ([strategy] if strategy and strategy != "ddp" else []))
+
+
+def build_series(records: Iterable[dict[str, Any]], metric_name: str,
+                 min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> list[Series]:
+    """Successful records grouped by machine and experiment (spec_key), a point per commit
+    (records without one: per day), points in time order, with their steps."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for record in records:
+        found = find_metric(record, metric_name)
+        if record.get("status") != "success" or not found or found.get("value") is None:
+            continue
+        machine = machine_label(record.get("machine") or {})
+        key = (machine, str(record.get("spec_key") or _experiment(record.get("spec") or {})))
+        group = groups.setdefault(key, {"spec": record.get("spec") or {}, "points": {},
+                                        "higher": found.get("higher_is_better", True)})
+        when = str(record.get("created_at") or "")
+        commit = (record.get("code") or {}).get("commit")
+        label = str(commit)[:12] if commit else when[:10]
+        point = group["points"].setdefault(label, Point(label, when))
+        point.when = min(point.when, when) if point.when else when
+        point.values.append(float(found["value"]))
+    series = []
+    for (machine, key), group in sorted(groups.items()):
+        points = sorted(group["points"].values(), key=lambda p: p.when)
+        one = Series(machine, f"{_experiment(group['spec'])} [{key[:8]}]", metric_name,
+                     bool(group["higher"]), points)
+        one.steps = detect(points, min_effect, alpha)
+        series.append(one)
+    return series
+
+
+def render(series: Sequence[Series]) -> str:
+    """Plain text: a line per series, then each step with its size, interval and commits."""
+    if not series:
+        return "no successful record holds this metric\n"
+    lines = []
+    for one in series:
+        lines.append(f"{one.machine} | {one.experiment} | {one.metric}: {len(one.points)} "
+                     f"point(s), {len(one.steps)} change point(s)")
+        for step in one.steps:
+            change = (step.ratio - 1.0) * 100
+            worse = (change < 0) == one.higher_is_better
+            low, high = ((v - 1.0) * 100 for v in step.ci)
+            lines.append(f"  {step.before}..{step.after}: {change:+.1f}% [{low:+.1f}%, "
+                         f"{high:+.1f}%] p={step.p_value:.2g} "
+                         f"({'regression' if worse else 'improvement'})")
+    return "\n".join(lines) + "\n"

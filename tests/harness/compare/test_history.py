@@ -1,0 +1,76 @@
+"""dtbench history: change points over commits per machine, found where they are and not
+where there is only noise."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.commands.cli import main
+from harness.compare.history import Point, build_series, detect
+
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json")
+                    .read_text())
+
+
+def _series(rng: np.random.Generator, drop_at: int | None, noise: float = 0.02,
+            n: int = 12) -> list[Point]:
+    return [Point(f"c{i:02d}", f"2026-01-{i + 1:02d}",
+                  [100.0 * (0.8 if drop_at is not None and i >= drop_at else 1.0)
+                   * (1 + noise * float(rng.standard_normal())) for _ in range(3)])
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_20_percent_drop_at_the_7th_commit_is_one_step_there(seed: int) -> None:
+    steps = detect(_series(np.random.default_rng(seed), drop_at=6))
+    assert [(s.index, s.before, s.after) for s in steps] == [(6, "c05", "c06")]
+    (step,) = steps
+    assert step.ci[0] <= step.ratio <= step.ci[1]
+    assert 0.75 < step.ratio < 0.85 and step.ci[1] < 1.0
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_equal_commits_with_noise_have_no_step(seed: int) -> None:
+    assert detect(_series(np.random.default_rng(100 + seed), drop_at=None)) == []
+
+
+def test_a_step_below_the_minimum_effect_is_not_reported() -> None:
+    points = [Point(f"c{i}", f"t{i:02d}", [100.0 if i < 6 else 97.0]) for i in range(12)]
+    assert detect(points) == []
+    assert [s.index for s in detect(points, min_effect=0.02)] == [6]
+
+
+def _record(commit: str, when: str, value: float, machine: str) -> dict:
+    record = copy.deepcopy(GOLDEN)
+    record["run_id"] = f"{when}-{commit}-{machine}"
+    record["created_at"] = when
+    record["code"] = {"commit": commit, "branch": "main", "dirty": False, "ci_url": None}
+    record["machine"]["name"] = machine
+    record["metrics"].append({"name": "throughput", "unit": "samples/s", "value": value,
+                              "higher_is_better": True})
+    return record
+
+
+def test_history_command_finds_the_step_per_machine(tmp_path: Path, capsys) -> None:
+    rng = np.random.default_rng(7)
+    docs = []
+    for machine, drop in (("box-a", 6), ("box-b", None)):
+        for i in range(12):
+            value = 100.0 * (0.8 if drop is not None and i >= drop else 1.0)
+            for _ in range(2):
+                docs.append(_record(f"{i:02d}" + "a" * 38, f"2026-01-{i + 1:02d}T00:00:00Z",
+                                    value * (1 + 0.01 * float(rng.standard_normal())),
+                                    machine))
+    (tmp_path / "records.json").write_text(json.dumps(docs))
+    series = {s.machine: s for s in build_series(docs, "throughput")}
+    assert [s.index for s in series["box-a"].steps] == [6] and series["box-b"].steps == []
+    out_json = tmp_path / "history.json"
+    assert main(["history", str(tmp_path / "records.json"), "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    assert "box-a" in text and "06aaaaaaaaaa" in text and "regression" in text
+    written = json.loads(out_json.read_text())
+    assert {s["machine"]: len(s["steps"]) for s in written} == {"box-a": 1, "box-b": 0}
