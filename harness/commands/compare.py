@@ -12,6 +12,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=percentage, default=5.0,
                         help="regression threshold in percent (default 5)")
     parser.add_argument("--json", dest="json_file", help="also write the comparison here")
+    parser.add_argument("--allow-different-hardware", action="store_true",
+                        help="compare records from different CPUs or GPUs (a hardware "
+                        "comparison) instead of refusing")
     parser.add_argument("--match-on", metavar="FIELDS",
                         help="match records on these spec fields only (comma list, e.g. "
                         "workload,size,precision), to compare across an intended difference "

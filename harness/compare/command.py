@@ -3,9 +3,11 @@ exit 1 when one got worse by more than the threshold with statistical significan
 
 A change counts as a regression only when both the bootstrap CI of the ratio of medians lies
 wholly on the worse side of 1 and the Mann–Whitney test agrees (p < 0.05): a noisy pair of runs
-on a shared machine should not fail a CI pipeline, a real slowdown should. Records from
-different hardware are compared all the same, with a warning: that is a hardware comparison.
-When nothing could be compared, compare exits EXIT_NOTHING_COMPARED and says why.
+on a shared machine should not fail a CI pipeline, a real slowdown should. A run that failed
+in the candidate fails the gate. Records from different hardware are refused (exit 2) unless
+--allow-different-hardware makes it a hardware comparison; a side whose records carry no CPU
+fingerprint is named as unknown hardware. When nothing could be compared, compare exits
+EXIT_NOTHING_COMPARED and says why.
 """
 from __future__ import annotations
 
@@ -31,7 +33,21 @@ def warn(message: str) -> None:
     print(f"dtbench: warning: {one_line(message, 1000)}", file=sys.stderr)
 
 
-def load_side(path: str) -> list[dict[str, Any]]:
+def failed_runs(records: list[dict[str, Any]]) -> list[str]:
+    """'workload label: error' of each failed run (skipped ones are not failures)."""
+    return [f"{(record.get('spec') or {}).get('workload', '?')} {record.get('run_id')}: "
+            f"{one_line(str(record.get('error') or 'failed'), 200)}"
+            for record in records if record.get("status") == "failed"]
+
+
+def unknown_hardware(records: list[dict[str, Any]]) -> bool:
+    """Whether none of a side's records says which CPU it ran on."""
+    return not any(isinstance(machine := record.get("machine"), dict)
+                   and (machine.get("cpu_model") or machine.get("cpu_family") is not None)
+                   for record in records)
+
+
+def load_all(path: str) -> list[dict[str, Any]]:
     loaded = load_inputs([path])
     if not loaded.records:
         why = f" ({loaded.warnings[0]}" + (f", and {len(loaded.warnings) - 1} more" if
@@ -40,11 +56,10 @@ def load_side(path: str) -> list[dict[str, Any]]:
         raise UsageError(f"{path}: no readable dtbench records{why}")
     for message in loaded.warnings:
         warn(message)
-    success = [record for record in loaded.records if record.get("status") == "success"]
-    if not success:
+    if not any(record.get("status") == "success" for record in loaded.records):
         raise UsageError(f"{path}: no successful records to compare "
                          f"({len(loaded.records)} skipped or failed)")
-    return success
+    return loaded.records
 
 
 def parse_match_on(text: str | None) -> tuple[str, ...] | None:
@@ -95,11 +110,24 @@ def other_machines(comparison: Comparison) -> str | None:
 def command(args: argparse.Namespace) -> int:
     target = check_output_file(args.json_file, "--json") if args.json_file else None
     match_on = parse_match_on(getattr(args, "match_on", None))
-    baseline, candidate = load_side(args.baseline), load_side(args.candidate)
+    base_all, cand_all = load_all(args.baseline), load_all(args.candidate)
+    baseline = [record for record in base_all if record.get("status") == "success"]
+    candidate = [record for record in cand_all if record.get("status") == "success"]
     comparison = compare_records(baseline, candidate, float(args.threshold), match_on)
+    allow = bool(getattr(args, "allow_different_hardware", False))
+    if comparison.hardware and not allow:
+        label, found = next(iter(comparison.hardware.items()))
+        raise UsageError(f"different hardware ({label}: {'; '.join(found)}): compare refuses "
+                         "to gate across machines; --allow-different-hardware makes it a "
+                         "hardware comparison")
     for label, found in comparison.hardware.items():
         warn(f"different hardware: this is a hardware comparison ({label}: "
              f"{'; '.join(found)}); a difference may come from the hardware")
+    for side, records in (("baseline", baseline), ("candidate", candidate)):
+        if unknown_hardware(records):
+            warn(f"{side}: unknown hardware (its records carry no CPU fingerprint); the "
+                 "comparison cannot tell a code change from a machine change")
+    failures = failed_runs(cand_all)
     note = other_machines(comparison)
     if note:
         warn(note)
@@ -110,7 +138,13 @@ def command(args: argparse.Namespace) -> int:
                          + "\n")
         except OSError as exc:
             raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
-    if comparison.regressions:
+    for failure in failures:
+        print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
+    if comparison.regressions or failures:
+        if failures:
+            print(f"dtbench: gate failed: {len(failures)} failed candidate run(s)"
+                  + (f", {len(comparison.regressions)} regression(s)"
+                     if comparison.regressions else ""), file=sys.stderr)
         return EXIT_FAILED
     if not comparison.compared:
         print(f"dtbench: {nothing_compared(comparison, baseline, candidate, match_on)}",

@@ -145,12 +145,69 @@ def test_small_slowdown_is_below_the_threshold(tmp_path: Path,
 def test_metric_without_samples_is_shown_but_never_flagged(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     steps = steady_steps()
-    base = make_record("base-1", steps, extra_metrics=[Metric("time_to_train", "s", 100.0, False)])
-    cand = make_record("cand-1", steps, extra_metrics=[Metric("time_to_train", "s", 150.0, False)])
+    base = make_record("base-1", steps, extra_metrics=[Metric("energy", "J", 100.0, False)])
+    cand = make_record("cand-1", steps, extra_metrics=[Metric("energy", "J", 150.0, False)])
     assert main(["compare", write(tmp_path / "a.json", base),
                  write(tmp_path / "b.json", cand)]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if "time_to_train" in line)
+    row = next(line for line in capsys.readouterr().out.splitlines() if "energy" in line)
     assert "1.500" in row and row.rstrip().endswith("no samples")
+
+
+@pytest.mark.parametrize("name, unit, before, after, code", [
+    ("peak_memory", "bytes", 1e9, 1.5e9, 1),     # 1.5x memory from one run a side: a regression
+    ("time_to_train", "s", 100.0, 150.0, 1),
+    ("peak_memory", "bytes", 1e9, 1.1e9, 0),     # within one run's spread: not gated alone
+])
+def test_peak_memory_and_time_to_train_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            name: str, unit: str, before: float, after: float,
+                                            code: int) -> None:
+    steps = steady_steps()
+    base = make_record("base-1", steps, extra_metrics=[Metric(name, unit, before, False)])
+    cand = make_record("cand-1", steps, extra_metrics=[Metric(name, unit, after, False)])
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "b.json", cand)]) == code
+    row = next(line for line in capsys.readouterr().out.splitlines() if name in line)
+    assert row.rstrip().endswith("regression" if code else "ok")
+
+
+def test_peak_memory_over_repeated_runs_is_tested_like_samples(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    base = [make_record(f"base-{i}", steps, extra_metrics=[
+        Metric("peak_memory", "bytes", 1e9 * (1 + 0.01 * i), False)]) for i in range(5)]
+    cand = [make_record(f"cand-{i}", steps, extra_metrics=[
+        Metric("peak_memory", "bytes", 1.15e9 * (1 + 0.01 * i), False)]) for i in range(5)]
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "b.json", cand)]) == 1
+    row = next(line for line in capsys.readouterr().out.splitlines() if "peak_memory" in line)
+    assert "5/5 runs" in row and row.rstrip().endswith("regression")
+
+
+def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    failed = make_record("cand-2", steps)
+    failed.update(status="failed", error="rank 1 exited with code 137", metrics=[])
+    base = write(tmp_path / "a.json", make_record("base-1", steps))
+    cand = write(tmp_path / "b.json", [make_record("cand-1", steps), failed])
+    assert main(["compare", base, cand]) == 1
+    err = capsys.readouterr().err
+    assert "candidate run failed: hep_cnn cand-2: rank 1 exited with code 137" in err
+    assert "gate failed: 1 failed candidate run(s)" in err
+    # A failed run in the baseline is the past: it does not fail the candidate.
+    assert main(["compare", cand, base]) == 0
+    assert "failed" not in capsys.readouterr().err
+
+
+def test_a_baseline_without_a_fingerprint_is_unknown_hardware(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = steady_steps()
+    bare = make_record("base-1", steps)
+    bare["machine"] = {"hostname": "old-runner"}
+    assert main(["compare", write(tmp_path / "a.json", bare),
+                 write(tmp_path / "b.json", make_record("cand-1", steps))]) == 0
+    err = capsys.readouterr().err
+    assert "baseline: unknown hardware" in err and "candidate: unknown" not in err
 
 
 def test_stores_as_inputs_pool_repeats(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -482,8 +539,12 @@ def test_same_machine_id_different_cpu_warns_of_a_hardware_comparison(
     xeon["machine"].update(cpu_vendor="GenuineIntel", cpu_family=6, cpu_model_number=143,
                            cpu_model="Intel(R) Xeon(R) Processor")
     assert amd["machine"]["machine_id"] == xeon["machine"]["machine_id"]
-    assert main(["compare", write(tmp_path / "a.json", amd),
-                 write(tmp_path / "b.json", xeon)]) == 1  # still exits by the same rule
+    a, b = write(tmp_path / "a.json", amd), write(tmp_path / "b.json", xeon)
+    assert main(["compare", a, b]) == 2  # refused: a gate does not compare machines
+    refused = capsys.readouterr().err
+    assert "different hardware" in refused and "--allow-different-hardware" in refused
+    assert "cpu_family: 25 vs 6" in refused or "cpu_model: AMD EPYC vs" in refused
+    assert main(["compare", a, b, "--allow-different-hardware"]) == 1
     captured = capsys.readouterr()
     assert "different hardware: this is a hardware comparison" in captured.err
     assert "cpu_model: AMD EPYC vs Intel(R) Xeon(R) Processor" in captured.err
