@@ -11,6 +11,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("md", "html", "csv"), default=None,
                         help="default: from the -o suffix, else md")
     parser.add_argument("-o", "--output", help="write here instead of stdout")
+    parser.add_argument("--by", choices=("machine",), default=None,
+                        help="machine: rows of experiments, one column per machine")
+    parser.add_argument("--reference", metavar="MACHINE",
+                        help="with --by machine, the machine the others are compared with "
+                        "(default: the first by name)")
 
 
 def command(args: argparse.Namespace) -> int:

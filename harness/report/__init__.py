@@ -7,6 +7,8 @@ the same bytes until a record changes.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import sys
 from pathlib import Path
 
@@ -39,9 +41,12 @@ def check_output(output: str | None) -> Path | None:
     return None if output is None else check_output_file(output, "-o")
 
 
-def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> str:
+def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str,
+           by: str | None = None, reference: str | None = None) -> str:
     """The report of the loaded records in one format."""
     views: list[RecordView] = views_of(loaded.records)
+    if by == "machine":
+        return _render_by_machine(views, fmt, reference, paths, regenerate)
     if fmt == "csv":
         return csv_format.render(views)
     report = build_report(views, paths=paths, files=loaded.sources, skipped=loaded.warnings,
@@ -55,6 +60,24 @@ def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str) -> st
     if fmt == "html":
         return html.render(report, views)
     return markdown.render(report)
+
+
+def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
+                       paths: list[str], regenerate: str) -> str:
+    from harness.report import machines
+
+    if fmt == "csv":
+        stream = io.StringIO()
+        writer = csv.writer(stream, lineterminator="\n")
+        writer.writerow(["machine", "commit", "workload", "size", "precision", "ranks",
+                         "strategy", "metric", "value"])
+        writer.writerows(machines.csv_rows(views))
+        return stream.getvalue()
+    report = machines.by_machine(views, reference,
+                                 summary=f"{len(views)} record(s) from "
+                                 f"{clean_text(' '.join(paths))}, machines side by side.",
+                                 regenerate=regenerate)
+    return html.render(report, []) if fmt == "html" else markdown.render(report)
 
 
 def _write_stdout(text: str) -> None:
@@ -79,8 +102,12 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"no records in {clean_text(' '.join(paths))}"
                          + (f" ({len(loaded.warnings)} file(s) skipped)" if loaded.warnings
                             else ""))
-    text = render(loaded, fmt, paths=paths,
-                  regenerate=regenerate_command(paths, args.format, args.output))
+    regenerate = regenerate_command(paths, args.format, args.output)
+    if getattr(args, "by", None):
+        regenerate += f" --by {args.by}" + (f" --reference {clean_text(args.reference)}"
+                                            if getattr(args, "reference", None) else "")
+    text = render(loaded, fmt, paths=paths, regenerate=regenerate,
+                  by=getattr(args, "by", None), reference=getattr(args, "reference", None))
     if target is None:
         _write_stdout(text)
         return 0
