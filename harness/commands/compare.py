@@ -12,6 +12,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=percentage, default=5.0,
                         help="regression threshold in percent (default 5)")
     parser.add_argument("--json", dest="json_file", help="also write the comparison here")
+    parser.add_argument("--format", choices=("text", "md"), default="text",
+                        help="md: a Markdown summary for a pull-request comment or "
+                        "$GITHUB_STEP_SUMMARY (default text)")
     parser.add_argument("--allow-different-hardware", action="store_true",
                         help="compare records from different CPUs or GPUs (a hardware "
                         "comparison) instead of refusing")

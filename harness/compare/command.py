@@ -127,24 +127,21 @@ def command(args: argparse.Namespace) -> int:
         if unknown_hardware(records):
             warn(f"{side}: unknown hardware (its records carry no CPU fingerprint); the "
                  "comparison cannot tell a code change from a machine change")
-    failures = failed_runs(cand_all)
+    comparison.failed_runs = failed_runs(cand_all)
     note = other_machines(comparison)
     if note:
         warn(note)
-    print(comparison.render())
+    print(comparison.markdown() if getattr(args, "format", None) == "md"
+          else comparison.render(), end="" if getattr(args, "format", None) == "md" else "\n")
     if target is not None:
         try:
             write_atomic(target, json.dumps(comparison.as_dict(), indent=1, allow_nan=False)
                          + "\n")
         except OSError as exc:
             raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
-    for failure in failures:
+    for failure in comparison.failed_runs:
         print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
-    if comparison.regressions or failures:
-        if failures:
-            print(f"dtbench: gate failed: {len(failures)} failed candidate run(s)"
-                  + (f", {len(comparison.regressions)} regression(s)"
-                     if comparison.regressions else ""), file=sys.stderr)
+    if comparison.failed:
         return EXIT_FAILED
     if not comparison.compared:
         print(f"dtbench: {nothing_compared(comparison, baseline, candidate, match_on)}",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -221,6 +221,13 @@ class Comparison:
     only_in_candidate: list[SpecGroup]
     # spec label -> the hardware fields that differ between the sides' records of that spec
     hardware: dict[str, list[str]] = field(default_factory=dict)
+    # "workload run_id: error" of every failed run of the candidate (each fails the gate)
+    failed_runs: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the gate fails: a significant regression or a failed candidate run."""
+        return bool(self.regressions or self.failed_runs)
 
     @property
     def compared(self) -> list[ComparisonRow]:
@@ -232,11 +239,34 @@ class Comparison:
         return [row for row in self.rows if row.verdict == REGRESSION]
 
     def summary(self) -> str:
+        """The last line compare prints; it agrees with the exit code (1 when it says failed
+        or regression)."""
         found = self.regressions
+        failed = (f"{len(self.failed_runs)} failed candidate run(s)"
+                  if self.failed_runs else "")
         if not found:
-            return f"no significant regression (threshold {self.threshold_pct:g}%)"
+            return (f"gate failed: {failed}" if failed else
+                    f"no significant regression (threshold {self.threshold_pct:g}%)")
         named = ", ".join(f"{row.metric} on {row.workload} ({row.spec})" for row in found)
-        return f"{len(found)} regression(s): {named}"
+        return f"{len(found)} regression(s): {named}" + (f"; {failed}" if failed else "")
+
+    def markdown(self) -> str:
+        """A summary for a pull-request comment or $GITHUB_STEP_SUMMARY: the verdict first,
+        then the rows that changed, the failed runs and the hardware note."""
+        verdict = "❌" if self.failed else "✅"
+        lines = [f"### dtbench compare {verdict}", "", self.summary(), ""]
+        changed = [row for row in self.rows if row.verdict not in (OK, NO_SAMPLES)]
+        if changed:
+            lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+            lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells())
+                      + " |" for row in changed]
+            lines.append("")
+        lines += [f"- failed: {run}" for run in self.failed_runs]
+        lines += [f"- different hardware ({label}): {'; '.join(found)}"
+                  for label, found in self.hardware.items()]
+        lines.append(f"{len(self.compared)} metric(s) compared; threshold "
+                     f"{self.threshold_pct:g}%, Holm-corrected.")
+        return "\n".join(lines) + "\n"
 
     def render(self) -> str:
         lines = [render_table(HEADER, [row.cells() for row in self.rows])] if self.rows else [
@@ -261,6 +291,7 @@ class Comparison:
         return finite_json({
             "threshold_pct": self.threshold_pct,
             "regressions": len(self.regressions),
+            "failed_runs": self.failed_runs,
             "summary": self.summary(),
             "rows": [row.as_dict() for row in self.rows],
             "only_in_baseline": [{"workload": g.workload, "spec": g.label}
@@ -269,6 +300,27 @@ class Comparison:
                                   for g in self.only_in_candidate],
             "different_hardware": self.hardware,
         })
+
+
+# Tests decided by a p-value; run-level tests are decided by their bootstrap interval.
+P_LEVELS = frozenset({"samples", "summary"})
+
+
+def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]:
+    """Holm–Bonferroni over the p-value tests of one comparison: comparing many metrics of
+    many specs must not turn the 5% chance of one false alarm per metric into a near
+    certainty of one per comparison. A regression or improvement whose p-value does not
+    survive the correction becomes ok."""
+    tested = sorted((row for row in rows if row.test is not None
+                     and row.test.level in P_LEVELS), key=lambda row: row.test.p_value)
+    surviving: set[int] = set()
+    for rank, row in enumerate(tested):
+        if row.test.p_value > alpha / (len(tested) - rank):
+            break
+        surviving.add(id(row))
+    demoted = {id(row) for row in tested
+               if row.verdict in (REGRESSION, IMPROVED) and id(row) not in surviving}
+    return [replace(row, verdict=OK) if id(row) in demoted else row for row in rows]
 
 
 def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
@@ -280,7 +332,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
     pairs, only_base, only_cand = match_specs(
         [r for r in baseline if r.get("status") == "success"],
         [r for r in candidate if r.get("status") == "success"], match_on)
-    rows = [row for base, cand in pairs for row in compare_groups(base, cand, threshold_pct)]
+    rows = holm([row for base, cand in pairs
+                 for row in compare_groups(base, cand, threshold_pct)])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records

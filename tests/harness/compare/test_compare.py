@@ -191,9 +191,13 @@ def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
     base = write(tmp_path / "a.json", make_record("base-1", steps))
     cand = write(tmp_path / "b.json", [make_record("cand-1", steps), failed])
     assert main(["compare", base, cand]) == 1
-    err = capsys.readouterr().err
-    assert "candidate run failed: hep_cnn cand-2: rank 1 exited with code 137" in err
-    assert "gate failed: 1 failed candidate run(s)" in err
+    captured = capsys.readouterr()
+    assert "candidate run failed: hep_cnn cand-2: rank 1 exited with code 137" in captured.err
+    assert last_line(captured.out) == "gate failed: 1 failed candidate run(s)"
+    assert main(["compare", base, cand, "--format", "md"]) == 1
+    summary = capsys.readouterr().out
+    assert summary.startswith("### dtbench compare ❌")
+    assert "- failed: hep_cnn cand-2: rank 1 exited with code 137" in summary
     # A failed run in the baseline is the past: it does not fail the candidate.
     assert main(["compare", cand, base]) == 0
     assert "failed" not in capsys.readouterr().err
@@ -549,3 +553,19 @@ def test_same_machine_id_different_cpu_warns_of_a_hardware_comparison(
     assert "different hardware: this is a hardware comparison" in captured.err
     assert "cpu_model: AMD EPYC vs Intel(R) Xeon(R) Processor" in captured.err
     assert "different hardware: this is a hardware comparison" in captured.out
+
+
+def test_holm_keeps_many_marginal_p_values_from_failing_the_gate() -> None:
+    """Twenty metrics each at p = 0.03 would be twenty regressions one by one; corrected for
+    the twenty tests none survives, while one strong effect among them does."""
+    from harness.compare.rows import REGRESSION, ComparisonRow, holm
+
+    def row(p_value: float) -> ComparisonRow:
+        test = RatioTest(12, 12, 1.0, 0.9, 0.9, 0.85, 0.95, p_value, "samples")
+        return ComparisonRow("w", "s", "throughput", "samples/s", True, REGRESSION,
+                             test=test)
+
+    marginal = holm([row(0.03) for _ in range(20)])
+    assert all(r.verdict == "ok" for r in marginal)
+    mixed = holm([row(0.03) for _ in range(19)] + [row(1e-6)])
+    assert [r.verdict for r in mixed].count(REGRESSION) == 1
