@@ -71,17 +71,24 @@ def mfu(context: CollectContext) -> list[Metric]:
     if found_peak is None:
         return []
     total_peak, extra = found_peak
+    achieved = context.get("achieved_flops")
+    rate = achieved.value if achieved is not None else None
+    if rate is not None and total_peak > 0 and rate > total_peak:
+        # More than the peak is impossible: the peak was read low (a busy machine, a slow
+        # moment of a shared host), so the ratio is withheld, with why, never published.
+        extra = {**extra, "mfu_withheld": (
+            f"achieved {rate:.4g} FLOP/s exceeds the peak {total_peak:.4g} FLOP/s "
+            f"({extra['peak_source']}): the peak was measured low, so MFU is not published")}
     found = [Metric("peak_flops", "FLOP/s", total_peak, higher_is_better=True, extra=extra),
              Metric("memory_bandwidth", "B/s", extra["memory_bandwidth"], higher_is_better=True,
                     extra={"peak_source": extra["peak_source"], "method": "copy of a large "
                            "float32 buffer: bytes read + written per second"})]
-    achieved = context.get("achieved_flops")
-    if achieved is not None and achieved.value is not None and total_peak > 0:
+    if achieved is not None and rate is not None and 0 < total_peak and "mfu_withheld" not in extra:
         readings = extra.get("readings", {})
-        found.append(Metric("mfu", "1", achieved.value / total_peak, higher_is_better=True,
+        found.append(Metric("mfu", "1", rate / total_peak, higher_is_better=True,
                             samples=[s / total_peak for s in achieved.samples or []],
                             extra={"peak_source": extra["peak_source"],
                                    "against_each_reading": {
-                                       when: achieved.value / value
+                                       when: rate / value
                                        for when, value in readings.items() if value > 0}}))
     return found

@@ -128,6 +128,12 @@ def command(args: argparse.Namespace) -> int:
             warn(f"{side}: unknown hardware (its records carry no CPU fingerprint); the "
                  "comparison cannot tell a code change from a machine change")
     comparison.failed_runs = failed_runs(cand_all)
+    for side, records in (("baseline", baseline), ("candidate", candidate)):
+        busy = [str(r.get("run_id")) for r in records if (r.get("load") or {}).get("busy")]
+        if busy:
+            warn(f"{side}: {len(busy)} run(s) measured on a busy machine ({', '.join(busy[:3])}"
+                 f"{', ...' if len(busy) > 3 else ''}); their figures may be slowed by other "
+                 "processes")
     note = other_machines(comparison)
     if note:
         warn(note)

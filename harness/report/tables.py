@@ -99,7 +99,7 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
         columns.append(f"{heading} ({label})" if label and name != "quality" else heading)
     rows = []
     for view in views:
-        row = [view.text(name) for name, _ in keys] + [view.status]
+        row = [view.text(name) for name, _ in keys] + [view.status_text]
         for name in names:
             found = view.metrics.get(name)
             if name == "quality":
@@ -109,8 +109,10 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
             row.append(_scaling(view, cell) if name == "scaling_efficiency" and found else cell)
         rows.append(row + [view.run_id])
     numeric = [False] * (len(keys) + 1) + [name != "quality" for name in names] + [False]
+    busy = [f"{view.run_id}: measured on a busy machine "
+            f"({clean_text(view.load.get('busy_reason'))})" for view in views if view.busy]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
-                 notes=_failures(views))
+                 notes=_failures(views) + busy)
 
 
 def comm_table(op: str, views: list[RecordView]) -> Table:
@@ -203,7 +205,7 @@ def software_table(views: list[RecordView]) -> Table:
 def records_table(views: list[RecordView]) -> Table:
     """Every record the report was made from, by run id."""
     ordered = sorted(views, key=lambda view: (view.created_at, view.run_id))
-    rows = [[view.run_id, view.workload, view.status, view.created_at] for view in ordered]
+    rows = [[view.run_id, view.workload, view.status_text, view.created_at] for view in ordered]
     return Table(title="Records", columns=["run id", "workload", "status", "created (UTC)"],
                  rows=rows, numeric=[False] * 4)
 

@@ -114,6 +114,17 @@ class RecordView:
     harness: dict[str, Any]
     metrics: dict[str, MetricView]
     code: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def busy(self) -> bool:
+        """Whether the record says its machine was busy while it measured."""
+        return self.load.get("busy") is True
+
+    @property
+    def status_text(self) -> str:
+        """The status as tables show it: a busy machine's figures are marked."""
+        return f"{self.status} (busy)" if self.busy else self.status
 
     @property
     def machine_label(self) -> str:
@@ -134,7 +145,7 @@ class RecordView:
                    spec=_dict(record.get("spec")), machine=_dict(record.get("machine")),
                    software=_dict(record.get("software")),
                    harness=_dict(record.get("harness")), metrics=metrics,
-                   code=_dict(record.get("code")))
+                   code=_dict(record.get("code")), load=_dict(record.get("load")))
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies

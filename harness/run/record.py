@@ -57,7 +57,8 @@ class Recorder:
         return self._code
 
     def record(self, run_id: str, created: datetime, settled: Settled, verdict: Verdict,
-               ranks: list[RankResult], collected: Collected) -> dict[str, Any]:
+               ranks: list[RankResult], collected: Collected,
+               load: dict[str, Any] | None = None) -> dict[str, Any]:
         """The record of a run: what the stages before decided, measured and collected."""
         spec = settled.spec
         machine, software = self._fingerprint()
@@ -72,4 +73,5 @@ class Recorder:
             harness=harness_info(), machine=machine, software=software,
             spec=spec.as_dict(), metrics=collected.metrics,
             events=ranks[0].events if ranks else [],
-            extra={"spec_key": spec.key(), "code": self._code_under_test(), "notes": notes})
+            extra={"spec_key": spec.key(), "code": self._code_under_test(), "notes": notes,
+                   **({"load": load} if load is not None else {})})

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import machine_load
 from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.records.provenance import Provenance
@@ -53,13 +54,16 @@ class Runner:
         self.progress.begin(spec.label())
         settled, verdict = Settled(spec), Verdict()
         ranks: list[RankResult] = []
+        load: dict[str, Any] | None = None
         try:
             settled = settle(spec, self.progress.update)
             if settled.skip is not None:
                 verdict = Verdict("skipped", settled.skip)
             else:
+                before = machine_load.sample()
                 launched = launch(settled.spec, self.launch, run_id, self.progress.update,
                                   log_path)
+                load = machine_load.load_between(before, machine_load.sample())
                 if launched is None:
                     self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
                     return None
@@ -74,7 +78,8 @@ class Runner:
         collected = collect_run(settled.spec, ranks, settled.peak, self.store)
         if verdict.status == "success" and collected.failure is not None:
             verdict = Verdict("failed", collected.failure)
-        record = self.recorder.record(run_id, created, settled, verdict, ranks, collected)
+        record = self.recorder.record(run_id, created, settled, verdict, ranks, collected,
+                                      load)
         path = self.store.add(record)
         self.progress.end(verdict.status if verdict.error is None
                           else f"{verdict.status}: {one_line(verdict.error, 160)}")

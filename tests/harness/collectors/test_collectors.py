@@ -69,6 +69,19 @@ def test_achieved_flops_and_mfu() -> None:
     assert metrics["mfu"].samples == pytest.approx([8e6 / 1e9] * 3)
 
 
+def test_an_mfu_above_one_is_withheld_with_the_reason() -> None:
+    """A peak read low (2 GFLOP/s on a busy machine once gave MFU 23) never becomes a
+    published MFU above 1: the peak is kept, the MFU is not, and the record says why."""
+    low = PeakResult(backend="cpu", device_name="cpu", precision="fp32", threads=1, flops=4e6,
+                     memory_bandwidth=1e9, per_size={"64": 4e6},
+                     measured_at="2024-01-01T00:00:00+00:00", torch="x")
+    ctx = context(rank(step_times=[0.5, 0.5, 0.5]), flops_per_sample=1_000_000, peak=low)
+    metrics = {m.name: m for m in collect(ctx)}
+    assert metrics["achieved_flops"].value == pytest.approx(8e6)
+    assert "mfu" not in metrics
+    assert "exceeds the peak" in metrics["peak_flops"].extra["mfu_withheld"]
+
+
 @pytest.mark.parametrize("backend, devices", [("cpu", 2), ("cuda", 8)])
 def test_peak_counts_devices(backend: str, devices: int) -> None:
     spec = SPEC.replace(backend=backend, nproc_per_node=4, nnodes=2, comm="gloo")

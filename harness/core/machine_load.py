@@ -1,0 +1,86 @@
+"""How busy the machine was while a run measured: the load average before and after, the CPU
+time other processes took during the run (all CPU time in /proc/stat less this process's and
+its reaped children's, that is the supervisor's and its ranks'), and steal time where the
+kernel reports it (a hypervisor running other guests on our cores).
+
+A run is marked busy when other processes took more than BUSY_OTHER_SHARE of the machine's
+CPU time during it, or steal took more than BUSY_STEAL_SHARE: on the 2-core machines dtbench
+is developed on, a run uses every core, so every tenth of a core taken by others is a tenth
+of a core the run's threads waited for.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUSY_OTHER_SHARE = 0.10
+BUSY_STEAL_SHARE = 0.05
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice
+_BUSY_FIELDS = (0, 1, 2, 5, 6)  # guest time is already inside user
+_STEAL_FIELD = 7
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """A moment's counters: the machine's busy, steal and total CPU seconds, ours, the time."""
+
+    busy_s: float
+    steal_s: float
+    total_s: float
+    own_s: float
+    wall_s: float
+    loadavg: tuple[float, float, float] | None
+
+
+def _proc_stat(proc: Path) -> tuple[float, float, float] | None:
+    try:
+        first = (proc / "stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if first[0] != "cpu":
+        return None
+    ticks = [int(v) for v in first[1:]]
+    hertz = os.sysconf("SC_CLK_TCK")
+    busy = sum(ticks[i] for i in _BUSY_FIELDS if i < len(ticks))
+    steal = ticks[_STEAL_FIELD] if len(ticks) > _STEAL_FIELD else 0
+    return busy / hertz, steal / hertz, sum(ticks[:8]) / hertz
+
+
+def sample(proc: Path = Path("/proc")) -> CpuSample | None:
+    """The counters now, or None where /proc/stat cannot be read (not Linux)."""
+    found = _proc_stat(proc)
+    if found is None:
+        return None
+    mine = os.times()
+    try:
+        loadavg: tuple[float, float, float] | None = os.getloadavg()
+    except OSError:
+        loadavg = None
+    return CpuSample(*found, own_s=mine.user + mine.system + mine.children_user
+                     + mine.children_system, wall_s=time.monotonic(), loadavg=loadavg)
+
+
+def load_between(before: CpuSample | None, after: CpuSample | None) -> dict[str, Any] | None:
+    """The record's `load`: what the machine did between two samples, and the busy mark."""
+    if before is None or after is None or after.total_s <= before.total_s:
+        return None
+    total = after.total_s - before.total_s
+    own = max(0.0, after.own_s - before.own_s)
+    other = max(0.0, (after.busy_s - before.busy_s) - own)
+    other_share = other / total
+    steal_share = max(0.0, after.steal_s - before.steal_s) / total
+    reasons = []
+    if other_share > BUSY_OTHER_SHARE:
+        reasons.append(f"other processes took {other_share:.0%} of the CPU time "
+                       f"(threshold {BUSY_OTHER_SHARE:.0%})")
+    if steal_share > BUSY_STEAL_SHARE:
+        reasons.append(f"steal took {steal_share:.0%} (threshold {BUSY_STEAL_SHARE:.0%})")
+    return {"wall_s": round(after.wall_s - before.wall_s, 3),
+            "loadavg_before": list(before.loadavg) if before.loadavg else None,
+            "loadavg_after": list(after.loadavg) if after.loadavg else None,
+            "own_cpu_s": round(own, 3), "other_cpu_s": round(other, 3),
+            "other_cpu_share": round(other_share, 4), "steal_share": round(steal_share, 4),
+            "busy": bool(reasons), "busy_reason": "; ".join(reasons) or None}

@@ -1,0 +1,81 @@
+"""The machine's load during a run: counted from /proc/stat and this process's own CPU time,
+marked busy beyond the documented shares, shown by report and warned of by compare."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.commands.cli import main
+from harness.core.machine_load import (
+    BUSY_OTHER_SHARE,
+    BUSY_STEAL_SHARE,
+    CpuSample,
+    load_between,
+)
+
+
+def _sample(busy: float, steal: float, total: float, own: float) -> CpuSample:
+    return CpuSample(busy_s=busy, steal_s=steal, total_s=total, own_s=own, wall_s=total / 2,
+                     loadavg=(1.0, 1.0, 1.0))
+
+
+def test_others_cpu_time_is_the_machine_s_less_the_run_s() -> None:
+    before = _sample(100.0, 0.0, 200.0, 10.0)
+    quiet = load_between(before, _sample(119.0, 0.0, 220.0, 28.0))  # others: 1 s of 20
+    assert quiet is not None and quiet["other_cpu_s"] == pytest.approx(1.0)
+    assert quiet["other_cpu_share"] == pytest.approx(0.05) and quiet["busy"] is False
+    busy = load_between(before, _sample(120.0, 0.0, 220.0, 10.0))  # others: all 20 s
+    assert busy is not None and busy["busy"] is True
+    assert f"{BUSY_OTHER_SHARE:.0%}" in busy["busy_reason"]
+    stolen = load_between(before, _sample(102.0, 2.0, 220.0, 12.0))  # steal 10% of 20 s
+    assert stolen is not None and stolen["busy"] is True
+    assert f"{BUSY_STEAL_SHARE:.0%}" in stolen["busy_reason"]
+    assert load_between(None, before) is None
+
+
+@pytest.fixture
+def spinners() -> object:
+    """Two processes that keep both cores busy for as long as the test needs them."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_beside_two_spinning_processes_is_marked_busy(
+        tmp_path: Path, spinners: object, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "store"
+    assert main(["run", "-w", "hep_cnn", "--size", "tiny", "--steps", "4", "--warmup", "1",
+                 "--threads", "1", "-q", "--out", str(store)]) == 0
+    (path,) = store.glob("*.json")
+    record = json.loads(path.read_text())
+    load = record["load"]
+    assert load["busy"] is True and load["other_cpu_share"] > BUSY_OTHER_SHARE, load
+    assert "other processes took" in load["busy_reason"]
+    capsys.readouterr()
+    assert main(["report", str(store)]) == 0
+    text = capsys.readouterr().out
+    assert "success (busy)" in text and "measured on a busy machine" in text
+    assert main(["compare", str(store), str(store)]) == 0
+    assert "run(s) measured on a busy machine" in capsys.readouterr().err
+
+
+def test_no_published_record_has_an_mfu_above_one() -> None:
+    root = Path(__file__).resolve().parents[3] / "results"
+    found = []
+    for path in root.rglob("*.json"):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            found += [(path.name, m["value"]) for m in record.get("metrics") or []
+                      if isinstance(m, dict) and m.get("name") == "mfu"
+                      and m.get("value") is not None]
+    assert found, "results/ should hold records with MFU"
+    assert all(value <= 1.0 for _, value in found), [f for f in found if f[1] > 1.0]
