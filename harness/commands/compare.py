@@ -15,6 +15,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "
                         "$GITHUB_STEP_SUMMARY (default text)")
+    parser.add_argument("--trajectory", action="store_true",
+                        help="compare the two runs' per-step losses instead: the largest "
+                        "difference and the first step where they diverge (exit 1)")
+    parser.add_argument("--tolerance", type=float, default=1e-5,
+                        help="with --trajectory: a step differs beyond tolerance x "
+                        "max(1, |loss|) (default 1e-5)")
     parser.add_argument("--allow-different-hardware", action="store_true",
                         help="compare records from different CPUs or GPUs (a hardware "
                         "comparison) instead of refusing")

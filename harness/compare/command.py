@@ -107,7 +107,25 @@ def other_machines(comparison: Comparison) -> str | None:
             "hardware fields; neighbours and placement may differ")
 
 
+def trajectory_command(args: argparse.Namespace) -> int:
+    """--trajectory: the same model, step by step, or the step where the runs part."""
+    from harness.compare.trajectory import compare_trajectories, only_trajectory
+
+    if not args.tolerance > 0:
+        raise UsageError(f"--tolerance {args.tolerance}: expected a positive number")
+    a = only_trajectory(load_all(args.baseline), args.baseline)
+    b = only_trajectory(load_all(args.candidate), args.candidate)
+    found = compare_trajectories(a, b, args.tolerance)
+    print(found.render(args.baseline, args.candidate))
+    if args.json_file:
+        write_atomic(check_output_file(args.json_file, "--json"),
+                     json.dumps(found.as_dict(), indent=1) + "\n")
+    return EXIT_OK if found.same else EXIT_FAILED
+
+
 def command(args: argparse.Namespace) -> int:
+    if getattr(args, "trajectory", False):
+        return trajectory_command(args)
     target = check_output_file(args.json_file, "--json") if args.json_file else None
     match_on = parse_match_on(getattr(args, "match_on", None))
     base_all, cand_all = load_all(args.baseline), load_all(args.candidate)

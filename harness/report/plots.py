@@ -243,6 +243,55 @@ def convergence_plot(views: list[RecordView]) -> Plot:
                 "records; dotted: the target).", _png(figure))
 
 
+def _loss_curve(view: RecordView) -> tuple[list[float], list[float], list[float] | None]:
+    """Samples seen, the workers' mean loss and seconds since the first recorded step."""
+    found = view.trajectory
+    losses = [row for row in found["losses"] if row]
+    steps = min(len(row) for row in losses)
+    mean = [sum(row[k] for row in losses) / len(losses) for k in range(steps)]
+    per_step = int(found["samples_per_step"])
+    samples = [(int(found["first_step"]) + k + 1) * per_step for k in range(steps)]
+    seconds = found.get("step_seconds")
+    elapsed = None
+    if seconds and len(seconds) >= steps:
+        elapsed = [sum(seconds[:k + 1]) for k in range(steps)]
+    return samples, mean, elapsed
+
+
+def loss_plot(views: list[RecordView]) -> Plot:
+    """Training loss against samples seen and against time, one line per strategy and ranks,
+    one row of panels per workload: whether strategies train the same model, and how fast."""
+    title = "Loss by strategy"
+    having: dict[str, list[RecordView]] = {}
+    for view in views:
+        if view.status == "success" and view.trajectory.get("losses"):
+            having.setdefault(view.workload, []).append(view)
+    if not having:
+        return Plot(title, "", "No record holds per-step losses: the loss plot is omitted.")
+    figure = _figure(11.0, 3.2 * len(having))
+    panels = figure.subplots(len(having), 2, squeeze=False)
+    for (by_samples, by_time), (workload, found) in zip(panels, sorted(having.items()),
+                                                        strict=True):
+        for view in sorted(found, key=lambda v: (v.strategy, v.text("world_size"), v.run_id)):
+            samples, mean, elapsed = _loss_curve(view)
+            label = _label(f"{view.strategy} ×{view.text('world_size')}", 24)
+            by_samples.plot(samples, mean, linewidth=1, label=label)
+            if elapsed is not None:
+                by_time.plot(elapsed, mean, linewidth=1, label=label)
+        by_samples.set_title(f"{_label(workload)}: loss against samples", fontsize="small")
+        by_samples.set_xlabel("samples seen")
+        by_time.set_title(f"{_label(workload)}: loss against time", fontsize="small")
+        by_time.set_xlabel("seconds of measured steps")
+        for axes in (by_samples, by_time):
+            axes.set_ylabel("training loss (mean over workers)")
+            axes.legend(fontsize="x-small")
+    return Plot(title, "Line charts of the training loss, averaged over the worker ranks, "
+                "against samples seen (left) and against seconds of measured steps (right), "
+                "one line per strategy and rank count, one row per workload.",
+                "Training loss against samples and against time, per strategy.",
+                _png(figure))
+
+
 def busbw_plot(views: list[RecordView]) -> Plot:
     """busbw against message size on a log2 axis, one panel per collective, a line per run."""
     title = "Bus bandwidth"
@@ -340,7 +389,7 @@ def kernel_roofline_plot(views: list[RecordView]) -> Plot:
 
 PLOTS: tuple[Callable[[list[RecordView]], Plot], ...] = (
     throughput_plot, scaling_plot, roofline_plot, time_to_train_plot, convergence_plot,
-    busbw_plot, kernel_roofline_plot)
+    loss_plot, busbw_plot, kernel_roofline_plot)
 
 
 def render_plots(views: list[RecordView]) -> list[Plot]:

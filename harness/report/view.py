@@ -115,6 +115,7 @@ class RecordView:
     metrics: dict[str, MetricView]
     code: dict[str, Any] = field(default_factory=dict)
     load: dict[str, Any] = field(default_factory=dict)
+    trajectory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def busy(self) -> bool:
@@ -145,7 +146,8 @@ class RecordView:
                    spec=_dict(record.get("spec")), machine=_dict(record.get("machine")),
                    software=_dict(record.get("software")),
                    harness=_dict(record.get("harness")), metrics=metrics,
-                   code=_dict(record.get("code")), load=_dict(record.get("load")))
+                   code=_dict(record.get("code")), load=_dict(record.get("load")),
+                   trajectory=_dict(record.get("trajectory")))
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies

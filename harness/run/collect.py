@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from harness.collectors import CollectContext, collect
 from harness.collectors.energy import energy_absent_reason
 from harness.core.spec import RunSpec
@@ -24,6 +26,29 @@ class Collected:
     metrics: list[Metric] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     failure: str | None = None
+    trajectory: dict[str, Any] | None = None
+
+
+def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
+    """What the model did, step by step: every worker rank's loss at each recorded step
+    (float32, as the ranks computed them), the samples one step consumes over all ranks, the
+    first recorded step (throughput runs record after the warm-up), rank 0's step times, and
+    the evaluations with the samples seen at each. None when no rank kept a loss."""
+    workers = [rank for rank in ranks if rank.losses]
+    if not workers:
+        return None
+    lead = workers[0]
+    first = 0 if spec.mode == "ttt" else spec.warmup
+    samples_per_step = spec.global_batch
+    evaluations = [{**entry, "samples": (int(entry["step"]) * samples_per_step
+                                         if "step" in entry else None)}
+                   for entry in lead.quality_history]
+    return {"ranks": [rank.rank for rank in workers], "first_step": first,
+            "samples_per_step": samples_per_step,
+            "losses": [[float(np.float32(v)) for v in rank.losses] for rank in workers],
+            "step_seconds": [round(float(t), 6) for t in lead.step_times]
+            if len(lead.step_times) == len(lead.losses) else None,
+            "evaluations": evaluations}
 
 
 def ttt_failure(spec: RunSpec, lead: RankResult) -> str | None:
@@ -59,4 +84,4 @@ def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
     absent = energy_absent_reason(context)
     if absent:
         notes["energy_unavailable"] = absent
-    return Collected(metrics, notes, ttt_failure(spec, lead))
+    return Collected(metrics, notes, ttt_failure(spec, lead), trajectory(spec, ranks))

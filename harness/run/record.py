@@ -74,4 +74,5 @@ class Recorder:
             spec=spec.as_dict(), metrics=collected.metrics,
             events=ranks[0].events if ranks else [],
             extra={"spec_key": spec.key(), "code": self._code_under_test(), "notes": notes,
-                   **({"load": load} if load is not None else {})})
+                   **({"load": load} if load is not None else {}),
+                   **({"trajectory": collected.trajectory} if collected.trajectory else {})})
