@@ -56,3 +56,26 @@ def mean_sent_bytes(op: str, payload: float, world_size: int) -> float:
     ranks unevenly; the mean is what analytic per-rank volumes use)."""
     n = max(1, world_size)
     return sum(sent_bytes(op, payload, n, rank) for rank in range(n)) / n
+
+
+# Where a backend's algorithm sends other volumes than the ring's, as measured on the wire
+# (loopback bytes of a private network namespace, tests/distributed/test_wire_bytes.py):
+# gloo's reduce_scatter_tensor allreduces the whole input and keeps its own chunk, so it
+# sends an allreduce's 2(n-1)/n x S, twice the ring reduce-scatter's (n-1)/n x S.
+WIRE_ALGORITHMS = {("gloo", "reducescatter"): "allreduce"}
+# Backends whose every collective has been measured against wire_bytes at 2 and 3 ranks.
+WIRE_VERIFIED = frozenset({"gloo"})
+
+
+def wire_bytes(op: str, payload: float, world_size: int, backend: str, rank: int = 0,
+               root: int = 0) -> float:
+    """Bytes this rank puts on the wire for one collective under `backend`'s algorithm:
+    sent_bytes with the collectives the backend runs differently replaced by what it runs.
+    For a backend outside WIRE_VERIFIED this is the ring volume, unverified."""
+    return sent_bytes(WIRE_ALGORITHMS.get((backend, op), op), payload, world_size, rank, root)
+
+
+def mean_wire_bytes(op: str, payload: float, world_size: int, backend: str) -> float:
+    """The per-rank mean of wire_bytes over all ranks."""
+    n = max(1, world_size)
+    return sum(wire_bytes(op, payload, n, backend, rank) for rank in range(n)) / n
