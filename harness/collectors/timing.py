@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 
 from harness.collectors.base import CollectContext, collector
+from harness.records.definitions import step_time_metric, throughput_metric
 from harness.records.record import Metric
 
 
@@ -21,9 +22,8 @@ def step_time(context: CollectContext) -> list[Metric]:
     times = step_times_over_ranks(context)
     if not times:
         return []
-    return [Metric("step_time", "s", statistics.median(times), higher_is_better=False,
-                   samples=times,
-                   extra={"aggregation": "max over ranks per step; value is the median"})]
+    return [step_time_metric(times, extra={"aggregation": "max over ranks per step; value is "
+                                           "the median"})]
 
 
 def _asynchronous(context: CollectContext) -> bool:
@@ -61,11 +61,9 @@ def throughput(context: CollectContext) -> list[Metric]:
     global_batch = context.spec.global_batch
     # The median step is robust to a shared machine's stray slow steps; the plain
     # total-samples / total-time figure is kept beside it.
-    return [Metric("throughput", "samples/s", global_batch / statistics.median(times),
-                   higher_is_better=True, samples=[global_batch / t for t in times],
-                   extra={"global_batch": global_batch, "measured_steps": len(times),
-                          "aggregation": "global_batch / median step_time",
-                          "overall": global_batch * len(times) / sum(times)})]
+    return [throughput_metric(global_batch, times,
+                              extra={"measured_steps": len(times),
+                                     "overall": global_batch * len(times) / sum(times)})]
 
 
 @collector("first_step_time")

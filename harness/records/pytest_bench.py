@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.core.errors import SchemaError
 from harness.core.text import one_line
+from harness.records.definitions import step_time_metric, throughput_metric
 from harness.records.record import Metric, build_record, check_record
 
 SOURCE_KIND = "pytest-benchmark"
@@ -139,14 +140,10 @@ def _metrics(stats: dict[str, Any], extra_info: dict[str, Any], batch: int | Non
         extra["summary"] = {"mean": _seconds(stats["mean"], f"{what}: stats.mean"),
                             "stddev": _seconds(stats["stddev"], f"{what}: stats.stddev"),
                             "rounds": _seconds(stats["rounds"], f"{what}: stats.rounds")}
-    metrics = [Metric("step_time", "s", step, higher_is_better=False, samples=samples,
-                      extra=extra)]
+    metrics = [step_time_metric(samples or [], step, extra)]
     if batch is None or step <= 0:
         return metrics
-    throughput = Metric("throughput", "samples/s", batch / step, higher_is_better=True,
-                        samples=[batch / t for t in samples if t > 0] if samples else None,
-                        extra={"global_batch": batch, "measured_steps": rounds,
-                               "aggregation": "global_batch / median step_time"})
+    throughput = throughput_metric(batch, samples or [], step, {"measured_steps": rounds})
     metrics.append(throughput)
     flops = extra_info.get("flops_per_sample")
     if isinstance(flops, (int, float)) and not isinstance(flops, bool) and flops > 0:

@@ -1,0 +1,33 @@
+"""The one definition of each timing metric that more than one producer writes: the training
+collectors (harness/collectors/timing.py) and the pytest-benchmark reader
+(harness/records/pytest_bench.py) build step_time and throughput here, so that the two
+cannot drift apart (docs/spec/metrics.md states the same formulas)."""
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from harness.records.record import Metric
+
+THROUGHPUT_AGGREGATION = "global_batch / median step_time"
+
+
+def step_time_metric(times: Sequence[float], step: float | None = None,
+                     extra: dict[str, Any] | None = None) -> Metric:
+    """step_time: the median of the per-step times (or `step` where only a summary exists),
+    the times kept as its samples."""
+    value = statistics.median(times) if step is None else step
+    return Metric("step_time", "s", value, higher_is_better=False,
+                  samples=list(times) or None, extra=extra)
+
+
+def throughput_metric(global_batch: int, times: Sequence[float], step: float | None = None,
+                      extra: dict[str, Any] | None = None) -> Metric:
+    """throughput: global_batch / the median step time, in samples/s; each step's rate is a
+    sample."""
+    median = statistics.median(times) if step is None else step
+    return Metric("throughput", "samples/s", global_batch / median, higher_is_better=True,
+                  samples=[global_batch / t for t in times if t > 0] or None,
+                  extra={"global_batch": global_batch, "aggregation": THROUGHPUT_AGGREGATION,
+                         **(extra or {})})
