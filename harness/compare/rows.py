@@ -146,6 +146,14 @@ def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: fl
     return OK
 
 
+def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | None,
+            threshold_pct: float) -> ComparisonRow:
+    """The row of a metric that was tested: its medians, ratio, test and verdict."""
+    return ComparisonRow(**common, verdict=verdict_of(test, higher_is_better, threshold_pct),
+                         baseline=test.baseline_median, candidate=test.candidate_median,
+                         ratio=test.ratio, test=test)
+
+
 def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                    ) -> list[ComparisonRow]:
     base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
@@ -170,11 +178,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                                          [np.asarray(r) for r in after.runs])
             else:
                 test = RatioTest.of(before.samples, after.samples)
-            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
-                                                                   threshold_pct),
-                                      baseline=test.baseline_median,
-                                      candidate=test.candidate_median, ratio=test.ratio,
-                                      test=test))
+            rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
         elif name in VALUE_GATED and before.values and after.values and not deterministic:
             if len(before.values) >= MIN_RUNS and len(after.values) >= MIN_RUNS:
                 test, limit = RatioTest.of(before.values, after.values, level="runs"), \
@@ -183,26 +187,14 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                 test = RatioTest.exact(statistics.median(before.values),
                                        statistics.median(after.values))
                 limit = max(threshold_pct, SINGLE_RUN_LIMIT_PCT)
-            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
-                                                                   limit),
-                                      baseline=test.baseline_median,
-                                      candidate=test.candidate_median, ratio=test.ratio,
-                                      test=test))
+            rows.append(_tested(common, test, known.higher_is_better, limit))
         elif deterministic and before.values and after.values:
             test = RatioTest.exact(statistics.median(before.values),
                                    statistics.median(after.values))
-            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
-                                                                   threshold_pct),
-                                      baseline=test.baseline_median,
-                                      candidate=test.candidate_median, ratio=test.ratio,
-                                      test=test))
+            rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
         elif before.summaries and after.summaries and not (before.samples or after.samples):
             test = RatioTest.of_summaries(before.summaries, after.summaries)
-            rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
-                                                                   threshold_pct),
-                                      baseline=test.baseline_median,
-                                      candidate=test.candidate_median, ratio=test.ratio,
-                                      test=test))
+            rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
         else:
             old, new = before.summary_value(), after.summary_value()
             rows.append(ComparisonRow(**common, verdict=NO_SAMPLES, baseline=old, candidate=new,

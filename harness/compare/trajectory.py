@@ -69,8 +69,8 @@ def compare_trajectories(a: dict[str, Any], b: dict[str, Any],
                          f"{b.get('samples_per_step')} samples a step: not the same training")
     worst, worst_step, divergent = 0.0, None, None
     steps = 0
+    skip_a, skip_b = first - int(a.get("first_step", 0)), first - int(b.get("first_step", 0))
     for left, right in pairs:
-        skip_a, skip_b = first - int(a.get("first_step", 0)), first - int(b.get("first_step", 0))
         aligned = list(zip(left[skip_a:], right[skip_b:], strict=False))
         steps = max(steps, len(aligned))
         for k, (x, y) in enumerate(aligned):

@@ -15,24 +15,22 @@ from typing import Any
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, least: int, expected: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+    return _int_at_least(text, 0, "an integer >= 0")
 
 
 def int_list(text: str) -> list[int]:

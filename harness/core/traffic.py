@@ -54,8 +54,7 @@ def sent_bytes(op: str, payload: float, world_size: int, rank: int = 0, root: in
 def mean_sent_bytes(op: str, payload: float, world_size: int) -> float:
     """The per-rank mean of sent_bytes over all ranks (a broadcast, scatter or gather loads
     ranks unevenly; the mean is what analytic per-rank volumes use)."""
-    n = max(1, world_size)
-    return sum(sent_bytes(op, payload, n, rank) for rank in range(n)) / n
+    return mean_wire_bytes(op, payload, world_size, backend="")
 
 
 # Where a backend's algorithm sends other volumes than the ring's, as measured on the wire

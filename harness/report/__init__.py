@@ -102,10 +102,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"no records in {clean_text(' '.join(paths))}"
                          + (f" ({len(loaded.warnings)} file(s) skipped)" if loaded.warnings
                             else ""))
-    regenerate = regenerate_command(paths, args.format, args.output)
-    if getattr(args, "by", None):
-        regenerate += f" --by {args.by}" + (f" --reference {clean_text(args.reference)}"
-                                            if getattr(args, "reference", None) else "")
+    regenerate = regenerate_command(paths, args.format, args.output, getattr(args, "by", None),
+                                    getattr(args, "reference", None))
     text = render(loaded, fmt, paths=paths, regenerate=regenerate,
                   by=getattr(args, "by", None), reference=getattr(args, "reference", None))
     if target is None:

@@ -10,6 +10,7 @@ import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import accumulate
 
 from matplotlib import style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -252,9 +253,7 @@ def _loss_curve(view: RecordView) -> tuple[list[float], list[float], list[float]
     per_step = int(found["samples_per_step"])
     samples = [(int(found["first_step"]) + k + 1) * per_step for k in range(steps)]
     seconds = found.get("step_seconds")
-    elapsed = None
-    if seconds and len(seconds) >= steps:
-        elapsed = [sum(seconds[:k + 1]) for k in range(steps)]
+    elapsed = list(accumulate(seconds[:steps])) if seconds and len(seconds) >= steps else None
     return samples, mean, elapsed
 
 

@@ -37,13 +37,14 @@ COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
              ("nnodes", "nodes", True), ("precision", "dtype", True))
 
 
-def regenerate_command(paths: list[str], fmt: str | None, output: str | None) -> str:
+def regenerate_command(paths: list[str], fmt: str | None, output: str | None,
+                       by: str | None = None, reference: str | None = None) -> str:
     """The command line that writes this report again, with the paths as the user gave them."""
     words = ["dtbench", "report", *paths]
-    if fmt:
-        words += ["--format", fmt]
-    if output:
-        words += ["-o", output]
+    for flag, value in (("--format", fmt), ("-o", output), ("--by", by),
+                        ("--reference", reference)):
+        if value:
+            words += [flag, value]
     return clean_text(shlex.join(words), None)
 
 
