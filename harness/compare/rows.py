@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.stats import ALPHA, RatioTest, finite_samples, ratio_of
 from harness.core.text import render_table
 from harness.microbench.kernels import metrics as kernel
+from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.record import finite_json
 
 # Constants of the model or the machine, not of the run: a change there is not a regression.
@@ -167,9 +169,11 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
         elif before.samples and after.samples:
             if len(before.runs) >= MIN_RUNS and len(after.runs) >= MIN_RUNS:
                 test = RatioTest.of_runs([np.asarray(r) for r in before.runs],
-                                         [np.asarray(r) for r in after.runs])
+                                         [np.asarray(r) for r in after.runs],
+                                         center=partial(center, name))
             else:
-                test = RatioTest.of(before.samples, after.samples)
+                test = RatioTest.of(before.samples, after.samples,
+                                    reciprocal=name in OVER_MEDIAN_STEP)
             rows.append(ComparisonRow(**common, verdict=verdict_of(test, known.higher_is_better,
                                                                    threshold_pct),
                                       baseline=test.baseline_median,
