@@ -84,3 +84,17 @@ def load_between(before: CpuSample | None, after: CpuSample | None) -> dict[str,
             "own_cpu_s": round(own, 3), "other_cpu_s": round(other, 3),
             "other_cpu_share": round(other_share, 4), "steal_share": round(steal_share, 4),
             "busy": bool(reasons), "busy_reason": "; ".join(reasons) or None}
+
+
+def is_busy(record: dict[str, Any]) -> bool:
+    """Whether a record says its machine was busy while it measured (records from before
+    `load` say nothing, and are not marked)."""
+    load = record.get("load")
+    return isinstance(load, dict) and load.get("busy") is True
+
+
+def marked_status(record: dict[str, Any]) -> str:
+    """The status as every table shows it (run summary, report): a busy machine's figures are
+    marked, so no table shows them as a quiet run's."""
+    status = str(record.get("status"))
+    return f"{status} (busy)" if is_busy(record) else status

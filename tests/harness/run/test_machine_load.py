@@ -57,12 +57,33 @@ def test_a_run_beside_two_spinning_processes_is_marked_busy(
     load = record["load"]
     assert load["busy"] is True and load["other_cpu_share"] > BUSY_OTHER_SHARE, load
     assert "other processes took" in load["busy_reason"]
-    capsys.readouterr()
+    summary = capsys.readouterr().out  # the run's own summary table
+    assert "success (busy)" in summary and "measured on a busy machine" in summary
     assert main(["report", str(store)]) == 0
     text = capsys.readouterr().out
     assert "success (busy)" in text and "measured on a busy machine" in text
+    assert main(["report", str(store), "-o", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert "success (busy)" in page and "measured on a busy machine" in page
+    assert main(["report", str(store), "--by", "machine"]) == 0
+    assert "measured on a busy machine" in capsys.readouterr().out
     assert main(["compare", str(store), str(store)]) == 0
     assert "run(s) measured on a busy machine" in capsys.readouterr().err
+
+
+def test_a_quiet_run_is_not_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same tables with the run's own CPU time taking all the machine's busy time: no
+    mark anywhere (the spinning test above is the busy side of the same code)."""
+    from harness.run.summary import summary_table
+
+    record = {"status": "success", "error": None, "metrics": [],
+              "spec": {"workload": "hep_cnn", "size": "tiny", "backend": "cpu",
+                       "precision": "fp32", "world_size": 1, "batch_per_rank": 8},
+              "load": load_between(_sample(100.0, 0.0, 200.0, 10.0),
+                                   _sample(118.0, 0.0, 220.0, 28.0))}
+    assert record["load"]["busy"] is False and record["load"]["other_cpu_s"] == 0.0
+    text = summary_table([record])
+    assert "success" in text and "busy" not in text
 
 
 def test_no_published_record_has_an_mfu_above_one() -> None:
