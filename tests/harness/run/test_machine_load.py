@@ -37,6 +37,30 @@ def test_others_cpu_time_is_the_machine_s_less_the_run_s() -> None:
     assert load_between(None, before) is None
 
 
+def _machine(cpus: int, other_cores: float, wall: float = 10.0) -> tuple[CpuSample, CpuSample]:
+    """Samples `wall` seconds apart on a `cpus`-core machine where others used `other_cores`
+    on average and the run (its own CPU time) nothing."""
+    return (CpuSample(0.0, 0.0, 0.0, 0.0, 0.0, None),
+            CpuSample(other_cores * wall, 0.0, cpus * wall, 0.0, wall, None))
+
+
+@pytest.mark.parametrize("cpus, run_cores, other_cores, busy", [
+    (64, 4, 6.0, False),     # others on cores the run left free: nothing taken from it
+    (64, 64, 8.0, True),     # a run on every core: 8 of its 64 cores taken (12.5%)
+    (64, 60, 8.0, False),    # 4 free cores, others used 8: 4 of the run's 60 (6.7%)
+    (2, 1, 4 / 3, True),     # the 2-core machine, 1 thread beside 2 spinners: 1/3 core
+    (2, 1, 0.9, False),      # one core of 2 left free and others used less than it
+    (2, None, 0.3, True),    # unknown run cores: the run counts as using the machine
+])
+def test_others_count_where_they_take_the_runs_cores(cpus: int, run_cores: int | None,
+                                                     other_cores: float, busy: bool) -> None:
+    load = load_between(*_machine(cpus, other_cores), run_cores=run_cores)
+    assert load is not None and load["cpus"] == cpus
+    taken = max(0.0, other_cores - (cpus - (run_cores or cpus))) / (run_cores or cpus)
+    assert load["other_share_of_run_cores"] == pytest.approx(taken, abs=1e-4)
+    assert load["busy"] is busy, load
+
+
 @pytest.fixture
 def spinners() -> object:
     """Two processes that keep both cores busy for as long as the test needs them."""
@@ -57,6 +81,7 @@ def test_a_run_beside_two_spinning_processes_is_marked_busy(
     load = record["load"]
     assert load["busy"] is True and load["other_cpu_share"] > BUSY_OTHER_SHARE, load
     assert "other processes took" in load["busy_reason"]
+    assert load["run_cores"] == 1 and load["cpus"] >= 1  # --threads 1, from the rank itself
     summary = capsys.readouterr().out  # the run's own summary table
     assert "success (busy)" in summary and "measured on a busy machine" in summary
     assert main(["report", str(store)]) == 0
