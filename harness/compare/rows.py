@@ -53,11 +53,12 @@ class PooledMetric:
     # {mean, stddev, rounds} of runs stored without raw samples (pytest-benchmark --save)
     summaries: list[dict[str, float]] = field(default_factory=list)
 
-    def summary_value(self) -> float | None:
-        """The stored value (median over repeats), else the median of the samples."""
+    def summary_value(self, name: str) -> float | None:
+        """The stored value (median over repeats), else what the metric's definition makes of
+        the samples."""
         if self.values:
             return statistics.median(self.values)
-        return statistics.median(self.samples) if self.samples else None
+        return center(name, self.samples) if self.samples else None
 
 
 def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
@@ -161,7 +162,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
         common = dict(workload=base.workload, spec=base.label, metric=name, unit=known.unit,
                       higher_is_better=known.higher_is_better)
         if before is None or after is None:
-            value = known.summary_value()
+            value = known.summary_value(name)
             rows.append(ComparisonRow(**common, verdict=ONLY_CANDIDATE if before is None
                                       else ONLY_BASELINE,
                                       baseline=value if after is None else None,
@@ -208,7 +209,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                                       candidate=test.candidate_median, ratio=test.ratio,
                                       test=test))
         else:
-            old, new = before.summary_value(), after.summary_value()
+            old, new = before.summary_value(name), after.summary_value(name)
             rows.append(ComparisonRow(**common, verdict=NO_SAMPLES, baseline=old, candidate=new,
                                       ratio=ratio_of(old, new)))
     return rows
