@@ -73,11 +73,14 @@ def mfu(context: CollectContext) -> list[Metric]:
     total_peak, extra = found_peak
     achieved = context.get("achieved_flops")
     rate = achieved.value if achieved is not None else None
-    if rate is not None and total_peak > 0 and rate > total_peak:
+    # Each step's rate is an MFU sample too: one above the peak is as impossible as a value.
+    fastest = max([rate, *(achieved.samples or [])]) if achieved is not None and rate else None
+    if fastest is not None and total_peak > 0 and fastest > total_peak:
         # More than the peak is impossible: the peak was read low (a busy machine, a slow
         # moment of a shared host), so the ratio is withheld, with why, never published.
+        what = "achieved" if rate > total_peak else "the fastest measured step's rate"
         extra = {**extra, "mfu_withheld": (
-            f"achieved {rate:.4g} FLOP/s exceeds the peak {total_peak:.4g} FLOP/s "
+            f"{what} {fastest:.4g} FLOP/s exceeds the peak {total_peak:.4g} FLOP/s "
             f"({extra['peak_source']}): the peak was measured low, so MFU is not published")}
     found = [Metric("peak_flops", "FLOP/s", total_peak, higher_is_better=True, extra=extra),
              Metric("memory_bandwidth", "B/s", extra["memory_bandwidth"], higher_is_better=True,
@@ -85,10 +88,15 @@ def mfu(context: CollectContext) -> list[Metric]:
                            "float32 buffer: bytes read + written per second"})]
     if achieved is not None and rate is not None and 0 < total_peak and "mfu_withheld" not in extra:
         readings = extra.get("readings", {})
+        # A reading below the achieved rate (the peak is the higher one) would give a ratio
+        # above 1: it is named, not divided by.
         found.append(Metric("mfu", "1", rate / total_peak, higher_is_better=True,
                             samples=[s / total_peak for s in achieved.samples or []],
                             extra={"peak_source": extra["peak_source"],
                                    "against_each_reading": {
                                        when: rate / value
-                                       for when, value in readings.items() if value > 0}}))
+                                       for when, value in readings.items() if value >= rate},
+                                   "readings_below_achieved": sorted(
+                                       when for when, value in readings.items()
+                                       if value < rate)}))
     return found

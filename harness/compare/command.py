@@ -25,6 +25,7 @@ from harness.core.errors import (
     UsageError,
 )
 from harness.core.files import check_output_file, write_atomic
+from harness.core.machine_load import is_busy
 from harness.core.text import one_line
 from harness.records.inputs import load_inputs
 
@@ -147,7 +148,7 @@ def command(args: argparse.Namespace) -> int:
                  "comparison cannot tell a code change from a machine change")
     comparison.failed_runs = failed_runs(cand_all)
     for side, records in (("baseline", baseline), ("candidate", candidate)):
-        busy = [str(r.get("run_id")) for r in records if (r.get("load") or {}).get("busy")]
+        busy = [str(r.get("run_id")) for r in records if is_busy(r)]
         if busy:
             warn(f"{side}: {len(busy)} run(s) measured on a busy machine ({', '.join(busy[:3])}"
                  f"{', ...' if len(busy) > 3 else ''}); their figures may be slowed by other "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -12,6 +13,7 @@ from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.stats import ALPHA, RatioTest, finite_samples, ratio_of
 from harness.core.text import render_table
 from harness.microbench.kernels import metrics as kernel
+from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.record import finite_json
 
 # Constants of the model or the machine, not of the run: a change there is not a regression.
@@ -51,11 +53,12 @@ class PooledMetric:
     # {mean, stddev, rounds} of runs stored without raw samples (pytest-benchmark --save)
     summaries: list[dict[str, float]] = field(default_factory=list)
 
-    def summary_value(self) -> float | None:
-        """The stored value (median over repeats), else the median of the samples."""
+    def summary_value(self, name: str) -> float | None:
+        """The stored value (median over repeats), else what the metric's definition makes of
+        the samples."""
         if self.values:
             return statistics.median(self.values)
-        return statistics.median(self.samples) if self.samples else None
+        return center(name, self.samples) if self.samples else None
 
 
 def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
@@ -167,7 +170,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
         common = dict(workload=base.workload, spec=base.label, metric=name, unit=known.unit,
                       higher_is_better=known.higher_is_better)
         if before is None or after is None:
-            value = known.summary_value()
+            value = known.summary_value(name)
             rows.append(ComparisonRow(**common, verdict=ONLY_CANDIDATE if before is None
                                       else ONLY_BASELINE,
                                       baseline=value if after is None else None,
@@ -175,9 +178,11 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
         elif before.samples and after.samples:
             if len(before.runs) >= MIN_RUNS and len(after.runs) >= MIN_RUNS:
                 test = RatioTest.of_runs([np.asarray(r) for r in before.runs],
-                                         [np.asarray(r) for r in after.runs])
+                                         [np.asarray(r) for r in after.runs],
+                                         center=partial(center, name))
             else:
-                test = RatioTest.of(before.samples, after.samples)
+                test = RatioTest.of(before.samples, after.samples,
+                                    reciprocal=name in OVER_MEDIAN_STEP)
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
         elif name in VALUE_GATED and before.values and after.values and not deterministic:
             if len(before.values) >= MIN_RUNS and len(after.values) >= MIN_RUNS:
@@ -196,7 +201,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
             test = RatioTest.of_summaries(before.summaries, after.summaries)
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
         else:
-            old, new = before.summary_value(), after.summary_value()
+            old, new = before.summary_value(name), after.summary_value(name)
             rows.append(ComparisonRow(**common, verdict=NO_SAMPLES, baseline=old, candidate=new,
                                       ratio=ratio_of(old, new)))
     return rows

@@ -7,8 +7,8 @@ that comparing the same files twice prints the same interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -70,11 +70,16 @@ class RatioTest:
     @classmethod
     def of(cls, baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray,
            resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
-           level: str = "samples") -> RatioTest:
+           level: str = "samples", reciprocal: bool = False) -> RatioTest:
+        """The ratio of the sides' medians; with `reciprocal`, of the reciprocals of their
+        reciprocals' medians (a rate over the median step: the record's own value), the
+        interval taken in that domain too so that it brackets the ratio it belongs to."""
         a = np.asarray(baseline, dtype=float)
         b = np.asarray(candidate, dtype=float)
         if a.size == 0 or b.size == 0:
             raise ValueError("both sides need samples")
+        if reciprocal and (a > 0).all() and (b > 0).all():
+            return cls.of(1.0 / a, 1.0 / b, resamples, seed, level).inverted()
         base_median, cand_median = float(np.median(a)), float(np.median(b))
         ci_low, ci_high = bootstrap_ratio_ci(a, b, resamples, seed)
         return cls(n_baseline=int(a.size), n_candidate=int(b.size),
@@ -82,18 +87,30 @@ class RatioTest:
                    ratio=ratio_of(base_median, cand_median), ci_low=ci_low, ci_high=ci_high,
                    p_value=mann_whitney_p(a, b), level=level)
 
+    def inverted(self) -> RatioTest:
+        """The same test read in the reciprocal domain (times as rates): medians, ratio and
+        interval inverted; the rank test's p-value does not change under 1/x."""
+        def inv(value: float) -> float:
+            return 1.0 / value if value else math.nan
+
+        return replace(self, baseline_median=inv(self.baseline_median),
+                       candidate_median=inv(self.candidate_median), ratio=inv(self.ratio),
+                       ci_low=inv(self.ci_high), ci_high=inv(self.ci_low))
+
     @classmethod
     def of_runs(cls, baseline: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
-                resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> RatioTest:
+                resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED,
+                center: Callable[[np.ndarray], float] = np.median) -> RatioTest:
         """Runs as the unit: each run's median is one observation.
 
         Steps of one run share its machine state (memory placement, neighbours' load), so
         they are not independent draws: two runs of the same code can differ by far more than
         their step-level intervals admit. With repeats on both sides the interval comes from
-        resampling runs, and the rank test is applied to the run medians.
+        resampling runs, and the rank test is applied to the run medians (`center`: what the
+        metric's definition makes of a run's steps).
         """
-        a = [float(np.median(run)) for run in baseline if len(run)]
-        b = [float(np.median(run)) for run in candidate if len(run)]
+        a = [float(center(run)) for run in baseline if len(run)]
+        b = [float(center(run)) for run in candidate if len(run)]
         if not a or not b:
             raise ValueError("both sides need runs with samples")
         return cls.of(a, b, resamples, seed, level="runs")

@@ -17,6 +17,7 @@ from harness.predict.calibration import (
     single_rank_run,
     step_times,
 )
+from harness.records.definitions import center
 from harness.strategies import STRATEGIES
 
 # Strategies whose own work runs once per step on every rank whatever the rank count, so that
@@ -83,7 +84,7 @@ def overheads_from_records(records: list[dict[str, Any]], compute: ComputeCalibr
         chosen = sorted((r for r in runs
                          if abs(r["spec"]["batch_per_rank"] - compute.batch) == nearest),
                         key=lambda r: r["run_id"])
-        steps = [statistics.median(step_times(r)) for r in chosen]
+        steps = [center("step_time", step_times(r)) for r in chosen]
         bare = [compute.seconds_per_sample * r["spec"]["batch_per_rank"] for r in chosen]
         extra = statistics.median(s - b for s, b in zip(steps, bare, strict=True))
         found[strategy] = StrategyOverhead(

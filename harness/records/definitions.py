@@ -12,6 +12,22 @@ from harness.records.record import Metric
 
 THROUGHPUT_AGGREGATION = "global_batch / median step_time"
 
+# Rates over the median step: each value is a constant over the median step time, and each of
+# its per-step samples the same constant over that step's time. Their center is therefore the
+# reciprocal of the median of the samples' reciprocals; the plain median of the rates differs
+# from the value wherever the step count is even (it averages the two middle rates, not the
+# two middle times).
+OVER_MEDIAN_STEP = frozenset({"throughput", "achieved_flops", "mfu"})
+
+
+def center(name: str, samples: Sequence[float]) -> float:
+    """What a metric's definition makes of its per-step samples: the value a record of those
+    steps holds (synchronous runs), for any consumer that has only the samples (compare)."""
+    values = [float(s) for s in samples]
+    if name in OVER_MEDIAN_STEP and values and all(s > 0 for s in values):
+        return 1.0 / statistics.median(1.0 / s for s in values)
+    return statistics.median(values)
+
 
 def step_time_metric(times: Sequence[float], step: float | None = None,
                      extra: dict[str, Any] | None = None) -> Metric:

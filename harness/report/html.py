@@ -87,7 +87,8 @@ def render(report: Report, views: list[RecordView]) -> str:
                 lines.append(f"<p>{_e(table.intro)}</p>")
             lines += render_table(table)
             if table.notes:
-                lines += ["<p>Not measured or with an error:</p>", *_items(table.notes)]
+                lines += ["<p>Runs not measured, failed, or measured on a busy machine:</p>",
+                          *_items(table.notes)]
     if not report.empty:
         lines += _plots(views)
     if report.skipped:

@@ -109,8 +109,16 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
              f"({reference}) its ratio to the reference, with a bootstrap 95% interval where "
              f"both have 2 runs or more. Higher throughput, MFU and "
              "scaling efficiency are better; lower time to train and peak memory.")
+    busy = [view for view in training if view.busy]
+    if busy:
+        intro += (f" {len(busy)} of the {len(training)} runs were measured on a busy machine "
+                  "(listed under Systems): their figures are in the medians, and may be "
+                  "slowed by other processes.")
+    systems = systems_table(training)
+    systems.notes = [f"{view.run_id} ({view.machine_label}): measured on a busy machine "
+                     f"({clean_text(view.load.get('busy_reason'))})" for view in busy]
     return Report(summary=summary, regenerate=regenerate,
-                  sections=[Section("Systems", [systems_table(training)]),
+                  sections=[Section("Systems", [systems]),
                             Section("Machines side by side", tables, intro=intro)],
                   records=Table("Records", ["run"], [], [False]), files=[], skipped=[],
                   empty=True)

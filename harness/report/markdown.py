@@ -50,7 +50,7 @@ def render(report: Report) -> str:
                 lines += [md_escape(table.intro), ""]
             lines += [*render_table(table), ""]
             if table.notes:
-                lines += ["Not measured or with an error:", ""]
+                lines += ["Runs not measured, failed, or measured on a busy machine:", ""]
                 lines += [f"- {md_escape(note)}" for note in table.notes] + [""]
     if report.skipped:
         lines += ["## Skipped inputs", ""]

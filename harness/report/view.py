@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.fields import report_columns
+from harness.core.machine_load import is_busy, marked_status
 from harness.core.spec import RUN_FIELDS
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
 from harness.records.machine import machine_label
@@ -120,12 +121,12 @@ class RecordView:
     @property
     def busy(self) -> bool:
         """Whether the record says its machine was busy while it measured."""
-        return self.load.get("busy") is True
+        return is_busy({"load": self.load})
 
     @property
     def status_text(self) -> str:
         """The status as tables show it: a busy machine's figures are marked."""
-        return f"{self.status} (busy)" if self.busy else self.status
+        return marked_status({"status": self.status, "load": self.load})
 
     @property
     def machine_label(self) -> str:

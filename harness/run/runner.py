@@ -21,6 +21,16 @@ from harness.run.record import Recorder, Verdict
 from harness.run.settle import Settled, settle
 
 
+def _node_cores(spec: RunSpec, ranks: list[RankResult] | None) -> float | None:
+    """The CPU threads the run's ranks on one node asked for (they ran with them, in their
+    settings), or None where a rank does not say (the busy mark then counts the whole
+    machine)."""
+    threads = [r.settings.get("threads") for r in ranks or []]
+    if not threads or not all(isinstance(t, int) and t > 0 for t in threads):
+        return None
+    return sum(threads) / max(1, spec.nnodes)
+
+
 @dataclass
 class Outcome:
     """A finished run: its record and where the store put it."""
@@ -63,7 +73,8 @@ class Runner:
                 before = machine_load.sample()
                 launched = launch(settled.spec, self.launch, run_id, self.progress.update,
                                   log_path)
-                load = machine_load.load_between(before, machine_load.sample())
+                load = machine_load.load_between(before, machine_load.sample(),
+                                                 _node_cores(settled.spec, launched))
                 if launched is None:
                     self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
                     return None

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.machine_load import is_busy, marked_status
 from harness.core.text import human_bytes, render_table
 from harness.records.record import metric
 
@@ -31,7 +32,7 @@ def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
         quality = metric(record, "quality")
         rows.append([
             spec["workload"], spec["size"], spec["backend"], spec["precision"],
-            str(spec["world_size"]), str(spec["batch_per_rank"]), record["status"],
+            str(spec["world_size"]), str(spec["batch_per_rank"]), marked_status(record),
             _value(record, "throughput", with_ci=True),
             _value(record, "step_time", fmt="{:.4f}"),
             _value(record, "achieved_flops", scale=1e9, fmt="{:.1f}"),
@@ -48,4 +49,6 @@ def summary_table(records: list[dict[str, Any]]) -> str:
     text = render_table(COLUMNS, summary_rows(records))
     problems = [f"  {r['spec']['workload']}: {r['status']}: {r['error']}" for r in records
                 if r.get("error")]
+    problems += [f"  {r['spec']['workload']}: measured on a busy machine: "
+                 f"{r['load'].get('busy_reason')}" for r in records if is_busy(r)]
     return text + ("\n" + "\n".join(problems) if problems else "")

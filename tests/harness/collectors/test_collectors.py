@@ -82,6 +82,32 @@ def test_an_mfu_above_one_is_withheld_with_the_reason() -> None:
     assert "exceeds the peak" in metrics["peak_flops"].extra["mfu_withheld"]
 
 
+def test_an_mfu_sample_above_one_withholds_the_mfu() -> None:
+    """The median step is below the peak but the fastest step is above it: that step's MFU
+    sample would be above 1, so the peak is as impossible as before and MFU is withheld."""
+    peak = PeakResult(backend="cpu", device_name="cpu", precision="fp32", threads=1,
+                      flops=6e6, memory_bandwidth=1e9, per_size={"64": 6e6},
+                      measured_at="2024-01-01T00:00:00+00:00", torch="x")
+    # 4 samples a step of 1 MFLOP each: 4e6 FLOP/s at 1 s, 8e6 FLOP/s at 0.5 s
+    ctx = context(rank(step_times=[1.0, 1.0, 0.5]), flops_per_sample=1_000_000, peak=peak)
+    metrics = {m.name: m for m in collect(ctx)}
+    assert metrics["achieved_flops"].value == pytest.approx(4e6)
+    assert max(metrics["achieved_flops"].samples) == pytest.approx(8e6)
+    assert "mfu" not in metrics
+    assert "fastest measured step" in metrics["peak_flops"].extra["mfu_withheld"]
+
+
+def test_a_reading_below_the_achieved_rate_is_named_not_divided_by() -> None:
+    spec = SPEC.replace(nproc_per_node=1)
+    ranks = [rank(0, 1, step_times=[0.5] * 3, peak_readings=[reading("before", 6e6),
+                                                              reading("after", 2e7)])]
+    found = {m.name: m for m in collect(context(*ranks, spec=spec, flops_per_sample=1e6))}
+    assert found["achieved_flops"].value == pytest.approx(8e6)
+    assert found["mfu"].value == pytest.approx(8e6 / 2e7)
+    assert found["mfu"].extra["against_each_reading"] == {"after": pytest.approx(0.4)}
+    assert found["mfu"].extra["readings_below_achieved"] == ["before"]
+
+
 @pytest.mark.parametrize("backend, devices", [("cpu", 2), ("cuda", 8)])
 def test_peak_counts_devices(backend: str, devices: int) -> None:
     spec = SPEC.replace(backend=backend, nproc_per_node=4, nnodes=2, comm="gloo")
