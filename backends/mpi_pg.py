@@ -46,8 +46,31 @@ _LAUNCHER_ENV = (
 )
 
 
+# Open MPI's tuned component picks each collective's algorithm by message size and rank count
+# (measured on the loopback of a network namespace, 4 MiB at 3 ranks: its allreduce sent
+# 1.5 x S per rank where a ring sends 1.33 x S). dtbench's ranks ask it for the ring
+# algorithms, the bandwidth-optimal volumes that harness/core/traffic.py counts and that
+# gloo and NCCL run, so every backend's bytes follow one verified formula; a user's own
+# setting of any of these variables wins (and its bytes are then the formula's, unverified).
+OPEN_MPI_RING_ALGORITHMS = {
+    "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+    "OMPI_MCA_coll_tuned_allreduce_algorithm": "4",       # ring
+    "OMPI_MCA_coll_tuned_allgather_algorithm": "4",       # ring
+    "OMPI_MCA_coll_tuned_reduce_scatter_algorithm": "3",  # ring
+}
+
+
+def ring_algorithms_pinned(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether Open MPI runs the ring algorithms dtbench asks for (no user override)."""
+    env = os.environ if environ is None else environ
+    return all(env.get(key) == value for key, value in OPEN_MPI_RING_ALGORITHMS.items())
+
+
 def _mpi() -> ModuleType:
-    """mpi4py.MPI, imported (and MPI initialised) on first use."""
+    """mpi4py.MPI, imported (and MPI initialised) on first use, with Open MPI asked for the
+    ring algorithms unless the user chose others."""
+    for key, value in OPEN_MPI_RING_ALGORITHMS.items():
+        os.environ.setdefault(key, value)
     try:
         from mpi4py import MPI
     except ImportError as exc:
@@ -266,7 +289,11 @@ class MPIProcessGroup(dist.ProcessGroup):
                              f"{self._world_size} x {output.numel()}")
         send = _reduction_buffer(input)
         recv = _reduction_buffer(output)
-        self._comm.Reduce_scatter_block(self._typed(send), self._typed(recv), mpi_op)
+        # MPI_Reduce_scatter rather than _block: Open MPI's tuned component has a ring for it
+        # (the bandwidth-optimal volume that harness/core/traffic.py counts; see
+        # MPI_ALGORITHMS), none for the block variant.
+        counts = [output.numel()] * self._world_size
+        self._comm.Reduce_scatter(self._typed(send), self._typed(recv), counts, mpi_op)
         if average:
             recv.div_(self._world_size)
         if recv is not output:

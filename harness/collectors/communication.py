@@ -1,11 +1,14 @@
-"""comm_bytes: what each rank sent per step, counted where it was sent (the counting process
-group of harness/strategies/meter.py), split by kind, beside the strategy's analytic volume."""
+"""comm_bytes: what each rank put on the wire per step, counted where it was sent (the counting
+process group of harness/strategies/meter.py), split by kind, beside the strategy's analytic
+volume; comm_payload_bytes, the tensors handed to the collectives per step; and the traffic
+outside the training steps, by phase."""
 from __future__ import annotations
 
 import statistics
 from typing import Any
 
 from harness.collectors.base import CollectContext, collector
+from harness.core.traffic import WIRE_VERIFIED
 from harness.records.record import Metric
 
 KINDS = ("gradient", "parameter", "activation", "control")
@@ -36,9 +39,12 @@ def communication(context: CollectContext) -> list[Metric]:
                 for kind in KINDS}
     totals = [sum(step.values()) for step in ranks[0].comm_bytes]
     expected = _expected(context)
+    comm = context.spec.comm
     common: dict[str, Any] = {
         "counted": "at each collective or send call of the rank's process group; a "
-                   "collective's bytes are this rank's share under the ring algorithm",
+                   "collective's wire bytes are this rank's share under the algorithm the "
+                   f"{comm} backend runs (harness/core/traffic.wire_bytes)",
+        "wire_formula_verified": comm in WIRE_VERIFIED,
         "roles": [r.role for r in ranks]}
     found = [Metric("comm_bytes", "bytes", statistics.fmean(sum(per_rank[k][i] for k in KINDS)
                                                            for i in range(len(ranks))),
@@ -48,12 +54,35 @@ def communication(context: CollectContext) -> list[Metric]:
                                                   for i in range(len(ranks))],
                            "samples_of": "rank 0's steps",
                            "expected": sum(expected.values()) if expected else None})]
+    payload = [r for r in ranks if r.comm_payload]
+    if payload:
+        per_rank_payload = [statistics.fmean(r.comm_payload) for r in payload]
+        found.append(Metric(
+            "comm_payload_bytes", "bytes", statistics.fmean(per_rank_payload),
+            higher_is_better=False, samples=[float(v) for v in payload[0].comm_payload],
+            extra={"per_rank": per_rank_payload, "samples_of": "rank 0's steps",
+                   "counted": "bytes of the tensors each collective or send call was handed"}))
+    outside = _outside_steps(ranks)
+    if outside:
+        found.append(Metric(
+            "comm_bytes_outside_steps", "bytes",
+            statistics.fmean(sum(p["wire"] for p in r.values()) for r in outside),
+            higher_is_better=False,
+            extra={"per_rank": outside, "phases": sorted({k for r in outside for k in r}),
+                   "counted": "wire bytes per rank over the whole run outside the training "
+                              "steps (set-up, evaluation, stop decisions, ...), by phase"}))
     for kind in KINDS:
         found.append(Metric(f"comm_bytes_{kind}", "bytes", statistics.fmean(per_rank[kind]),
                             higher_is_better=False,
                             extra={"per_rank": per_rank[kind],
                                    "expected": expected.get(kind) if expected else None}))
     return found
+
+
+def _outside_steps(ranks: list[Any]) -> list[dict[str, dict[str, int]]]:
+    """Each rank's traffic outside the steps by phase, or [] where no rank had any."""
+    found = [r.comm_outside for r in ranks]
+    return found if any(found) else []
 
 
 @collector("state_bytes")

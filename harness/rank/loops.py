@@ -2,6 +2,7 @@
 time-to-train on real data under MLPerf timing rules."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import time
@@ -41,7 +42,11 @@ def _finish(trainer: Trainer, result: RankResult, measured: int) -> None:
     """What every loop reports besides times: counted bytes, phases, state, the role."""
     strategy = trainer.strategy
     if trainer.meter is not None:
-        result.comm_bytes = trainer.meter.steps[-measured:] if measured else []
+        meter = trainer.meter
+        result.comm_bytes = meter.steps[-measured:] if measured else []
+        result.comm_payload = meter.payload_steps[-measured:] if measured else []
+        meter.discard("after the steps")
+        result.comm_outside = dict(meter.outside_steps)
     result.phase_times = strategy.clock.steps[-measured:] if measured else []
     result.state_bytes = strategy.state_bytes()
     result.role = strategy.role
@@ -66,6 +71,8 @@ def _serve(trainer: Trainer, result: RankResult, total_steps: int,
         served = trainer.meter.end_step()
         rounds = max(1.0, strategy.served_rounds())
         result.comm_bytes = [{kind: int(round(value / rounds)) for kind, value in served.items()}]
+        result.comm_payload = [int(round(trainer.meter.payload_steps[-1] / rounds))]
+        result.comm_outside = dict(trainer.meter.outside_steps)
     result.role = strategy.role
     result.state_bytes = strategy.state_bytes()
     result.strategy_stats = {**strategy.step_stats(),
@@ -133,6 +140,12 @@ class _Rewind:
         torch.random.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
+
+
+def _outside(trainer: Trainer, phase: str) -> contextlib.AbstractContextManager[None]:
+    """Count the traffic of a block apart from the training steps, under `phase`."""
+    return trainer.meter.outside(phase) if trainer.meter is not None \
+        else contextlib.nullcontext()
 
 
 def _end_step(trainer: Trainer) -> None:
@@ -267,16 +280,19 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
             continue
         progress("eval", epoch, target.max_epochs)
         log.start(mlperf.EVAL_START, metadata={"epoch_num": epoch})
-        evaluated = trainer.strategy.model_to_evaluate()
-        quality = trainer.workload.evaluate(evaluated, evaluation, spec.batch_per_rank * 4,
-                                            device, trainer.autocast)
+        with _outside(trainer, "evaluation"):
+            evaluated = trainer.strategy.model_to_evaluate()
+            quality = trainer.workload.evaluate(evaluated, evaluation, spec.batch_per_rank * 4,
+                                                device, trainer.autocast)
         log.end(mlperf.EVAL_STOP, metadata={"epoch_num": epoch})
         value = quality[target.metric]
         log.event(mlperf.EVAL_ACCURACY, value, metadata={"epoch_num": epoch,
                                                          "metric": target.metric})
         result.quality_history.append({"epoch": epoch, "step": step,
                                        "seconds": time.perf_counter() - started, **quality})
-        if trainer.strategy.agree_to_stop(target.reached(value)):
+        with _outside(trainer, "stop decision"):
+            stop = trainer.strategy.agree_to_stop(target.reached(value))
+        if stop:
             reached = True
             break
     elapsed = time.perf_counter() - started

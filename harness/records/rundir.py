@@ -81,8 +81,13 @@ class RankResult:
     target_reached: bool | None = None
     time_to_train: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
-    # Bytes this rank sent in each measured step, by kind (counted, harness/strategies/meter)
+    # Bytes this rank put on the wire in each measured step, by kind, and the payload it handed
+    # to the collectives in each (counted, harness/strategies/meter)
     comm_bytes: list[dict[str, int]] = field(default_factory=list)
+    comm_payload: list[int] = field(default_factory=list)
+    # Traffic outside the training steps by phase (setup, evaluation, stop decision, ...):
+    # {"payload": bytes, "wire": bytes}
+    comm_outside: dict[str, dict[str, int]] = field(default_factory=dict)
     # Seconds per phase (forward, backward, exchange, optimizer, ...) of each measured step
     phase_times: list[dict[str, float]] = field(default_factory=list)
     # Bytes of parameters, gradients and optimizer state this rank holds after the steps

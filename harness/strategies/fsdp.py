@@ -49,7 +49,7 @@ class FSDP(Strategy):
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
         return volumes.fsdp(param_bytes, spec.world_size, reshard_after_forward=bool(
-            cls.option_value(spec, "reshard_after_forward")))
+            cls.option_value(spec, "reshard_after_forward")), backend=spec.comm)
 
     def setup(self) -> None:
         recipe = self.recipe

@@ -1,15 +1,18 @@
-"""Bytes counted where they are sent: a process group that wraps the real one (gloo, or the
-MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank
-makes, whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's functional
+"""Bytes counted where they are sent: a process group that wraps the real one (gloo, or the MPI
+group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank makes,
+whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's functional
 collectives, pipelining's send/recv, a parameter server's own messages.
 
-For each call the wrapper knows the payload and this rank's place; the bytes this rank puts
-on the wire follow from the collective's algorithm (harness/core/traffic.py: ring volumes;
-exact for point-to-point). Each call is filed under a kind (gradient, parameter, activation,
-control): the innermost `meter.kind(...)` a strategy opened, else the kind its group was
-labelled with, else the collective's usual kind (allreduce and reduce-scatter carry
-gradients, all-gather parameters, send/recv activations, the rest control).
-"""
+For each call the wrapper keeps two figures: the payload (the bytes of the tensors the caller
+handed to the collective, measured here) and the bytes this rank puts on the wire, which follow
+from the algorithm the backend runs for that collective (harness/core/traffic.wire_bytes:
+verified at the socket for gloo and MPI; exact for point-to-point). Traffic outside the
+training steps (set-up, evaluation, the stop decision, result gathering) is filed apart under
+its phase (`meter.outside(phase)`), never in a step's count. Each call is filed under a kind
+(gradient, parameter, activation, control): the innermost `meter.kind(...)` a strategy opened,
+else the kind its group was labelled with, else the collective's usual kind (allreduce and
+reduce-scatter carry gradients, all-gather parameters, send/recv activations, the rest
+control)."""
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.core.traffic import sent_bytes
+from harness.core.traffic import wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
 DEFAULT_KINDS = {"allreduce": "gradient", "reducescatter": "gradient", "allgather": "parameter",
@@ -33,13 +36,20 @@ COUNTED_BACKENDS = {"gloo": "dtbench_gloo", "mpi": "dtbench_mpi"}
 
 @dataclass
 class CommMeter:
-    """Bytes this rank sent, per step and kind, and how many calls of each collective."""
+    """Bytes this rank sent, per step and kind (on the wire) and per step (payload), traffic
+    outside the steps by phase, and how many calls of each collective."""
 
     steps: list[dict[str, int]] = field(default_factory=list)
+    payload_steps: list[int] = field(default_factory=list)
+    outside_steps: dict[str, dict[str, int]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    # Everything counted since the meter was made, steps and outside them alike.
+    total: dict[str, float] = field(default_factory=lambda: {"payload": 0.0, "wire": 0.0})
     _current: dict[str, float] = field(default_factory=dict)
+    _current_payload: float = 0.0
     _kinds: threading.local = field(default_factory=threading.local)
     _group_kinds: dict[int, str] = field(default_factory=dict)
+    _phase: str | None = None
 
     @contextlib.contextmanager
     def kind(self, kind: str) -> Iterator[None]:
@@ -62,23 +72,50 @@ class CommMeter:
             self._kinds.stack = []
         return self._kinds.stack  # type: ignore[no-any-return]
 
-    def add(self, op: str, nbytes: float, group: Any) -> None:
+    @contextlib.contextmanager
+    def outside(self, phase: str) -> Iterator[None]:
+        """Count every call made inside the block under `phase` (evaluation, stop, ...), apart
+        from the training steps; what the current step counted so far stays in it."""
+        before, self._phase = self._phase, phase
+        try:
+            yield
+        finally:
+            self._phase = before
+
+    def add(self, op: str, payload: float, wire: float, group: Any) -> None:
+        """One call: its payload and this rank's wire bytes."""
+        self.calls[op] = self.calls.get(op, 0) + 1
+        self.total["payload"] += payload
+        self.total["wire"] += wire
+        if self._phase is not None:
+            self._book_outside(self._phase, payload, wire)
+            return
         stack = self._stack()
         kind = (stack[-1] if stack else self._group_kinds.get(id(group))
                 or DEFAULT_KINDS.get(op, "control"))
-        self._current[kind] = self._current.get(kind, 0.0) + nbytes
-        self.calls[op] = self.calls.get(op, 0) + 1
+        self._current[kind] = self._current.get(kind, 0.0) + wire
+        self._current_payload += payload
+
+    def _book_outside(self, phase: str, payload: float, wire: float) -> None:
+        booked = self.outside_steps.setdefault(phase, {"payload": 0, "wire": 0})
+        booked["payload"] += int(round(payload))
+        booked["wire"] += int(round(wire))
 
     def end_step(self) -> dict[str, int]:
-        """Close the step: its bytes by kind (every kind present), counted since the last."""
+        """Close the step: its wire bytes by kind (every kind present), counted since the last
+        (the payload goes to payload_steps)."""
         step = {kind: int(round(self._current.get(kind, 0.0))) for kind in KINDS}
         self.steps.append(step)
-        self._current = {}
+        self.payload_steps.append(int(round(self._current_payload)))
+        self._current, self._current_payload = {}, 0.0
         return step
 
-    def discard(self) -> None:
-        """Forget what was counted since the last step (set-up traffic is not a step's)."""
-        self._current = {}
+    def discard(self, phase: str = "setup") -> None:
+        """File what was counted since the last step under `phase` (set-up traffic is no
+        step's)."""
+        if self._current or self._current_payload:
+            self._book_outside(phase, self._current_payload, sum(self._current.values()))
+        self._current, self._current_payload = {}, 0.0
 
 
 def _payload(tensors: Any) -> int:
@@ -91,8 +128,9 @@ class CountingProcessGroup(dist.ProcessGroup):
     """A process group that counts what this rank sends, then lets the wrapped one send it."""
 
     def __init__(self, inner: Any, rank: int, size: int, meter: CommMeter,
-                 backend_name: str) -> None:
+                 backend_name: str, comm: str) -> None:
         super().__init__(rank, size)
+        self._comm = comm
         self._inner = inner
         self._rank = rank
         self._size = size
@@ -129,7 +167,8 @@ class CountingProcessGroup(dist.ProcessGroup):
 
     # -- counting -----------------------------------------------------------------------------
     def _count(self, op: str, payload: int, root: int = 0) -> None:
-        self._meter.add(op, sent_bytes(op, payload, self._size, self._rank, root), self)
+        self._meter.add(op, payload, wire_bytes(op, payload, self._size, self._comm, self._rank,
+                                                root), self)
 
     def _call(self, names: tuple[str, ...], *args: Any) -> Any:
         """The wrapped group's method under the first of `names` it has; options left out
@@ -281,7 +320,8 @@ def register_counted_backend(comm: str, meter: CommMeter) -> str:
             from backends.mpi_pg import _create_mpi_pg
 
             inner = _create_mpi_pg(options, backend_options)
-        return CountingProcessGroup(inner, options.group_rank, options.group_size, target, name)
+        return CountingProcessGroup(inner, options.group_rank, options.group_size, target, name,
+                                    comm)
 
     dist.Backend.register_backend(name, create, extended_api=True, devices=["cpu"])
     return name

@@ -254,7 +254,7 @@ class Pipeline(Strategy):
 
     def gather(self, whole: nn.Module) -> None:
         """Copy every stage's parameters and buffers into `whole`, broadcast by the rank that
-        holds the stage (outside any step: the meter forgets these bytes)."""
+        holds the stage (outside any step: the meter files these bytes apart)."""
         lay = self.layout
         pieces = pipecut.split_model(whole, self.cut)
         mine = {k: m for k, m in zip(self.own, self.model, strict=True)}
@@ -267,7 +267,7 @@ class Pipeline(Strategy):
                 dist.broadcast(data, src=owner, group=self.pipe_group)
                 ours[name].data.copy_(data)
         if self.meter is not None:
-            self.meter.discard()
+            self.meter.discard("model gathered from the stages")
 
 
 class _Gathered(nn.Module):

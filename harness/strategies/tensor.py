@@ -104,6 +104,19 @@ class _TPBase(Strategy):
         super().check(spec)
         if not spec.distributed:
             raise UsageError(f"strategy {cls.name} needs a process group: --comm gloo or mpi")
+        tp = cls.tp_size(spec)
+        if tp > 1 and cls.unsupported(spec) is None:
+            # A row-wise layer takes the column-wise layer's output shards as its input
+            # shards: unless tp divides them, the local shapes differ and its matmul fails
+            # mid-run (alexnet tiny at 3 ranks: [8, 513] x [512, 512]).
+            _, layers = tp_plan(spec.workload, spec.size, cls.batch_sharded)
+            for layer in layers:
+                split = layer.in_features
+                if layer.style == "rowwise" and layer.input_requires_grad and split % tp:
+                    raise UsageError(
+                        f"strategy {cls.name} splits {spec.workload} {spec.size}'s layers "
+                        f"of {split} features across {tp} ranks, which does not divide them; "
+                        "use a tensor-parallel group size that does")
 
     @classmethod
     def unsupported(cls, spec: RunSpec) -> str | None:
@@ -183,7 +196,7 @@ class Tensor(_TPBase):
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
         _, layers = tp_plan(spec.workload, spec.size, False)
         found = volumes.tensor(param_bytes, spec.world_size, layers=layers,
-                               batch=spec.batch_per_rank)
+                               batch=spec.batch_per_rank, backend=spec.comm)
         found["control"] += cls._clip_control(spec)
         return found
 
@@ -250,7 +263,7 @@ class DPTP(_TPBase):
         tp = cls.tp_size(spec)
         _, layers = tp_plan(spec.workload, spec.size, True)
         found = volumes.dp_tp(param_bytes, spec.world_size, tp=tp, layers=layers,
-                              batch_per_rank=spec.batch_per_rank)
+                              batch_per_rank=spec.batch_per_rank, backend=spec.comm)
         found["control"] += sent_bytes("allgather", 8.0 * tp * spec.batch_per_rank, tp)
         return found
 

@@ -1,11 +1,12 @@
 """Analytic bytes each rank sends per training step, by kind, for every strategy
 (docs/spec/strategies.md).
 
-One place for the formulas that the byte counters are checked against, that the tests
-compute by hand and that `dtbench predict` prices with α-β costs. Pure arithmetic: no
+One place for the formulas that the byte counters are checked against, that the tests compute
+by hand and that `dtbench predict` prices with α-β costs. Pure arithmetic: no
 torch.distributed. Per-collective volumes come from `harness.core.traffic` (ring, or
-halving/doubling, which move the same bytes); P is the parameter bytes as trained (fp32
-master weights: 4 bytes per parameter), n the world size.
+halving/doubling, which move the same bytes; where a backend runs a collective otherwise, its
+wire_bytes: the functions with collectives that differ take a `backend`); P is the parameter
+bytes as trained (fp32 master weights: 4 bytes per parameter), n the world size.
 
 Every function takes (param_bytes, world_size, *, options) and returns a dict keyed by
 KINDS. Strategies whose ranks differ (parameter servers, pipeline stages) take a `role`
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UnknownNameError
-from harness.core.traffic import mean_sent_bytes, sent_bytes
+from harness.core.traffic import mean_sent_bytes, sent_bytes, wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
 Volumes = dict[str, float]
@@ -52,12 +53,14 @@ def zero1(param_bytes: float, world_size: int, *, gradient_ratio: float = 1.0) -
                    parameter=shards)
 
 
-def fsdp(param_bytes: float, world_size: int, *, reshard_after_forward: bool = True) -> Volumes:
-    """FSDP2: gradient = reduce-scatter (n-1)/n · P; parameter = all-gather (n-1)/n · P in the
+def fsdp(param_bytes: float, world_size: int, *, reshard_after_forward: bool = True,
+         backend: str = "") -> Volumes:
+    """FSDP2: gradient = reduce-scatter (n-1)/n · P (gloo runs it as an allreduce,
+    2(n-1)/n · P: traffic.wire_bytes); parameter = all-gather (n-1)/n · P in the
     forward pass, and again in the backward pass when parameters were freed after the
     forward (reshard_after_forward=True, FSDP2's default): 2(n-1)/n · P."""
     gathers = 2 if reshard_after_forward else 1
-    return by_kind(gradient=sent_bytes("reducescatter", param_bytes, world_size),
+    return by_kind(gradient=wire_bytes("reducescatter", param_bytes, world_size, backend),
                    parameter=gathers * sent_bytes("allgather", param_bytes, world_size))
 
 
@@ -281,25 +284,26 @@ def tp_layer_collectives(layer: TPLayer, batch: int, element_bytes: float = 4
     return ops + ([("allreduce", inputs)] if layer.input_requires_grad else [])
 
 
-def tp_layer_bytes(layer: TPLayer, batch: int, tp: int, element_bytes: float = 4) -> float:
+def tp_layer_bytes(layer: TPLayer, batch: int, tp: int, element_bytes: float = 4,
+                   backend: str = "") -> float:
     """Activation bytes one rank sends for one split layer per step (tp_layer_collectives
-    over tp ranks)."""
-    return sum(sent_bytes(op, payload, tp)
+    over tp ranks, as `backend` runs them)."""
+    return sum(wire_bytes(op, payload, tp, backend)
                for op, payload in tp_layer_collectives(layer, batch, element_bytes))
 
 
 def tensor(param_bytes: float, world_size: int, *, layers: Sequence[TPLayer], batch: int,
-           element_bytes: float = 4) -> Volumes:
+           element_bytes: float = 4, backend: str = "") -> Volumes:
     """Tensor parallelism over tp = n ranks that all see the same batch: activation = the sum
     of tp_layer_bytes over the split layers; the replicated layers see identical data, so
     no gradient moves."""
-    return by_kind(activation=sum(tp_layer_bytes(layer, batch, world_size, element_bytes)
-                                  for layer in layers))
+    return by_kind(activation=sum(tp_layer_bytes(layer, batch, world_size, element_bytes,
+                                                 backend) for layer in layers))
 
 
 def dp_tp(param_bytes: float, world_size: int, *, tp: int, layers: Sequence[TPLayer],
-          batch_per_rank: int, element_bytes: float = 4, param_element_bytes: float = 4
-          ) -> Volumes:
+          batch_per_rank: int, element_bytes: float = 4, param_element_bytes: float = 4,
+          backend: str = "") -> Volumes:
     """A 2-D mesh of dp = n/tp by tp ranks (Krizhevsky 2014): the dense (conv) layers are data
     parallel over all n ranks, gradient allreduce(P_dense, n); the FC layers are split over
     tp and replicated over dp, gradient allreduce(P_fc / tp, dp); their activations move
@@ -310,7 +314,7 @@ def dp_tp(param_bytes: float, world_size: int, *, tp: int, layers: Sequence[TPLa
     dense = max(0.0, param_bytes - split)
     gradient = sent_bytes("allreduce", dense, world_size) + sent_bytes(
         "allreduce", split / tp, world_size // tp)
-    activation = sum(tp_layer_bytes(layer, tp * batch_per_rank, tp, element_bytes)
+    activation = sum(tp_layer_bytes(layer, tp * batch_per_rank, tp, element_bytes, backend)
                      for layer in layers)
     return by_kind(gradient=gradient, activation=activation)
 

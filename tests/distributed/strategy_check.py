@@ -2,7 +2,9 @@
 
 Every rank trains each requested strategy for K steps on the same seeds and data, through the
 counting process group, and rank 0 writes, per strategy: the full parameters after the steps
-(gathered where sharded), and the bytes each rank counted per step by kind.
+(gathered where sharded), and the bytes each rank counted per step by kind. With CHECK_WIRE=1
+(inside a private network namespace) also the wire bytes all ranks counted for the strategy
+against what the loopback carried.
 
     RANK=r WORLD_SIZE=n MASTER_ADDR=127.0.0.1 MASTER_PORT=p \
         python tests/distributed/strategy_check.py OUT.json WORKLOAD STRATEGY[:K=V,...] ...
@@ -21,6 +23,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.core.spec import RunSpec  # noqa: E402
+from harness.rank.environment import identity_from_env  # noqa: E402
 from harness.rank.trainer import Trainer  # noqa: E402
 from harness.strategies import STRATEGIES  # noqa: E402
 from harness.strategies.meter import CommMeter, register_counted_backend  # noqa: E402
@@ -62,9 +65,19 @@ def full_parameters(trainer: Trainer) -> list[list[float]]:
     return found
 
 
+def lo_tx() -> int:
+    """Bytes sent on the loopback so far (inside a private network namespace: this job's)."""
+    for line in Path("/proc/net/dev").read_text().splitlines():
+        if line.strip().startswith("lo:"):
+            return int(line.split(":")[1].split()[8])
+    raise RuntimeError("no loopback interface in /proc/net/dev")
+
+
 def main() -> None:
     out, workload, *strategies = sys.argv[1:]
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    wire = os.environ.get("CHECK_WIRE") == "1"
+    who = identity_from_env()  # RANK/WORLD_SIZE, or mpirun's variables
+    rank, world = who.rank, who.world_size
     comm = os.environ.get("CHECK_COMM", "gloo")
     meter = CommMeter()
     backend = register_counted_backend(comm, meter)
@@ -94,6 +107,9 @@ def main() -> None:
         if cls.replicas(spec) != world:
             spec = spec.replace(replicas=cls.replicas(spec))
         meter.steps.clear()
+        if wire:
+            dist.barrier()
+            started = (lo_tx(), meter.total["wire"])
         losses: list[float] = []
         parameters: list[list[float]] = []
         state: dict[str, int] = {}
@@ -120,11 +136,21 @@ def main() -> None:
                 parameters = full_parameters(trainer)
             state = strategy.state_bytes()
             strategy.finish()  # a parameter server's workers say they are done
+        if wire:
+            dist.barrier()
+            ended = (lo_tx(), meter.total["wire"])
         counted: list[list[dict[str, float]]] = [[] for _ in range(world)]
         dist.all_gather_object(counted, meter.steps)
         if rank == 0:
             report[entry] = {"parameters": parameters, "counted": counted, "losses": losses,
                              "state_bytes": state}
+        if wire:
+            # Every byte each rank counted between the barriers (set-up, steps, finish), and
+            # what the namespace's loopback carried meanwhile (rank 0 reads it for all).
+            sent: list[float] = [0.0] * world
+            dist.all_gather_object(sent, ended[1] - started[1])
+            if rank == 0:
+                report[entry]["wire"] = {"counted": sum(sent), "measured": ended[0] - started[0]}
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.barrier()

@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.traffic import busbw_factor, mean_sent_bytes, sent_bytes
+from harness.core.traffic import (
+    WIRE_VERIFIED,
+    busbw_factor,
+    mean_sent_bytes,
+    mean_wire_bytes,
+    sent_bytes,
+)
 
 
 def test_ring_volumes_by_hand() -> None:
@@ -34,3 +40,18 @@ def test_busbw_factors_are_nccl_tests() -> None:
 def test_unknown_collective_is_an_error() -> None:
     with pytest.raises(ValueError, match="unknown collective"):
         sent_bytes("allsome", 1, 2)
+
+
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_each_backend_s_wire_bytes_by_hand(n: int) -> None:
+    """NCCL's ring (unverified on a wire without a GPU) and Open MPI with dtbench's ring
+    algorithms send the ring volumes; gloo's reduce-scatter sends an allreduce's."""
+    ring = {"allreduce": 2 * (n - 1) / n * 1000, "allgather": (n - 1) / n * 1000,
+            "reducescatter": (n - 1) / n * 1000, "broadcast": (n - 1) / n * 1000}
+    for backend in ("nccl", "mpi", "gloo"):
+        for op, volume in ring.items():
+            expected = ring["allreduce"] if (backend, op) == ("gloo", "reducescatter") \
+                else volume
+            assert mean_wire_bytes(op, 1000, n, backend) == pytest.approx(expected), \
+                (backend, op)
+    assert WIRE_VERIFIED == {"gloo", "mpi"}

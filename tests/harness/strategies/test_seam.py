@@ -78,16 +78,39 @@ def test_meter_files_calls_by_context_group_and_collective() -> None:
     meter = CommMeter()
     group = object()
     meter.label_group(group, "activation")
-    meter.add("allreduce", 10, group)
-    meter.add("allgather", 20, None)
+    meter.add("allreduce", 5, 10, group)
+    meter.add("allgather", 40, 20, None)
     with meter.kind("control"):
-        meter.add("allreduce", 1, group)
+        meter.add("allreduce", 1, 1, group)
     assert meter.end_step() == {"gradient": 0, "parameter": 20, "activation": 10,
                                 "control": 1}
+    assert meter.payload_steps == [46]
     assert meter.calls == {"allreduce": 2, "allgather": 1}
     with pytest.raises(ValueError, match="unknown traffic kind"):
         with meter.kind("gossip"):
             pass
+
+
+def test_meter_keeps_traffic_outside_the_steps_apart_by_phase() -> None:
+    """Evaluation and stop decisions inside a step's span, and set-up traffic before the first
+    step, never land in a step's count."""
+    meter = CommMeter()
+    meter.add("broadcast", 100, 50, None)
+    meter.discard()                        # set-up: the first step starts clean
+    meter.add("allreduce", 8, 8, None)
+    with meter.outside("evaluation"):
+        meter.add("allgather", 30, 15, None)
+        with meter.kind("gradient"):
+            meter.add("allreduce", 2, 2, None)
+    with meter.outside("stop decision"):
+        meter.add("broadcast", 4, 2, None)
+    assert meter.end_step() == {"gradient": 8, "parameter": 0, "activation": 0, "control": 0}
+    assert meter.payload_steps == [8]
+    assert meter.outside_steps == {"setup": {"payload": 100, "wire": 50},
+                                   "evaluation": {"payload": 32, "wire": 17},
+                                   "stop decision": {"payload": 4, "wire": 2}}
+    meter.discard("after the steps")      # nothing counted since: no phase appears
+    assert "after the steps" not in meter.outside_steps
 
 
 def test_parameter_servers_take_their_own_momentum() -> None:
@@ -155,3 +178,16 @@ def test_asynchronous_rules_default_to_less_momentum_the_more_pushers() -> None:
     assert _server_momentum("ssp", 3, s="1") == pytest.approx(0.9)
     assert _server_momentum("ps-async", 3, momentum="0.9") == pytest.approx(0.9)
     assert _server_momentum("ps-async", 3, recipe_momentum=None) == 0.0
+
+
+def test_tensor_parallelism_refuses_a_group_that_does_not_divide_the_split_layers() -> None:
+    """alexnet tiny's 512-wide FC layers split over 3 ranks failed mid-run in DTensor's
+    matmul; the spec is refused before any rank starts, and 2 ranks pass."""
+
+    def spec(n: int) -> RunSpec:
+        return RunSpec(workload="alexnet", size="tiny", comm="gloo", nproc_per_node=n,
+                       strategy="tensor")
+
+    STRATEGIES.get("tensor").check(spec(2))
+    with pytest.raises(UsageError, match="512 features across 3 ranks"):
+        STRATEGIES.get("tensor").check(spec(3))
