@@ -1,8 +1,10 @@
-"""A results directory: one JSON file per record, never overwritten, and an SQLite index."""
+"""A results directory: one JSON file per record, never overwritten, under a folder per machine
+and measured commit (or date), and an SQLite index."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -15,6 +17,7 @@ from harness.core.fields import baseline_columns, store_columns
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
+from harness.records.machine import machine_label
 from harness.records.record import load_record, validate_record
 
 INDEX_NAME = "index.sqlite"
@@ -61,6 +64,24 @@ def _cell(value: Any) -> Any:
     if value is None or isinstance(value, (int, float)):
         return value
     return None
+
+
+def _slug(text: str) -> str:
+    """A folder name a shell and every file system take: lowercase letters, digits, . _ -."""
+    slug = re.sub(r"[^a-z0-9._]+", "-", text.lower()).strip("-.")
+    return slug[:80] or "unknown"
+
+
+def record_folder(record: dict[str, Any]) -> str:
+    """<machine>/<commit or date> for a record (see Store.folder_for)."""
+
+
+    machine = record.get("machine")
+    label = machine_label(machine) if isinstance(machine, dict) and machine else "unknown machine"
+    code = record.get("code") if isinstance(record.get("code"), dict) else {}
+    commit = code.get("commit") if isinstance(code.get("commit"), str) else None
+    version = commit[:12] if commit else str(record.get("created_at", ""))[:10]
+    return f"{_slug(label)}/{_slug(version)}"
 
 
 class Store:
@@ -113,7 +134,7 @@ class Store:
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
         spec = record.get("spec", {})
         return tuple(_cell(value) for value in (
-            record["run_id"], path.name, record["created_at"], record["status"],
+            record["run_id"], self._relative(path), record["created_at"], record["status"],
             *(spec.get(name) for name in SPEC_COLUMNS), record.get("spec_key")))
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
@@ -121,15 +142,22 @@ class Store:
             connection.executemany(_INSERT, rows)
         connection.close()
 
+    def folder_for(self, record: dict[str, Any]) -> Path:
+        """Where a record goes: <machine>/<commit or date>/ under the root, as asv and
+        pytest-benchmark lay out theirs (the machine's label, the measured code's commit, else
+        the day the record was made)."""
+        return self.root / record_folder(record)
+
     def add(self, record: dict[str, Any]) -> Path:
         """Store a record under a new file name; an existing record is never replaced."""
         validate_record(record)
-        self.root.mkdir(parents=True, exist_ok=True)
         text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+        folder = self.folder_for(record)
+        folder.mkdir(parents=True, exist_ok=True)
         with stop_signals_deferred():
             for attempt in range(100):
                 suffix = "" if attempt == 0 else f"-{attempt}"
-                path = self.root / f"{record['run_id']}{suffix}.json"
+                path = folder / f"{record['run_id']}{suffix}.json"
                 try:
                     write_atomic(path, text, exclusive=True)
                     break
@@ -141,9 +169,17 @@ class Store:
         return path
 
     def record_paths(self) -> list[Path]:
+        """The record files, oldest first: <machine>/<commit or date>/*.json, and those of a
+        flat store from before that layout (other folders, such as results/predict/, are
+        stores of their own)."""
         if not self.root.is_dir():
             return []
-        return sorted(p for p in self.root.glob("*.json") if not p.name.startswith(TMP_PREFIX))
+        found = [*self.root.glob("*.json"), *self.root.glob("*/*/*.json")]
+        return sorted((p for p in found if not p.name.startswith(TMP_PREFIX)),
+                      key=lambda p: (p.name, str(p)))
+
+    def _relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
 
     def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every readable record; unreadable files are reported in `warnings` and skipped."""
@@ -214,7 +250,7 @@ class Store:
                 connection.close()
         except sqlite3.DatabaseError:
             return self.rebuild_index()
-        paths = {p.name: p for p in self.record_paths()}
+        paths = {self._relative(p): p for p in self.record_paths()}
         rows = self._rows([paths[name] for name in sorted(set(paths) - indexed)])
         gone = sorted(indexed - set(paths))
         if rows:

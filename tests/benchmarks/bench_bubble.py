@@ -42,7 +42,7 @@ def main() -> None:
                  f"microbatches={micro}", "--batch-size", str(args.batch), "--threads", "1",
                  "--steps", str(args.steps), "--warmup", "2", "-q", "--out", out],
                 cwd=ROOT, capture_output=True, text=True)
-            files = list(Path(out).glob("*.json"))
+            files = list(Path(out).rglob("*.json"))
             if done.returncode or not files:
                 print(f"{micro:>3}  failed: {(done.stderr or done.stdout).strip()[-300:]}")
                 continue

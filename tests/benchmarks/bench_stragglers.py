@@ -25,7 +25,7 @@ CASES = [("ddp", 2, ()), ("ps-sync", 3, ()), ("ps-async", 3, ()), ("downpour", 3
 
 
 def throughput(out: Path) -> float:
-    (path,) = list(out.glob("*.json"))
+    (path,) = list(out.rglob("*.json"))
     record = json.loads(path.read_text())
     if record["status"] != "success":
         raise SystemExit(f"{record['spec']['strategy']}: {record['status']}: {record['error']}")

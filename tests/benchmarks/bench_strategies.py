@@ -60,7 +60,7 @@ def main() -> None:
                *[a for s in strategies for a in ("--strategy", s)]]
     print("$", " ".join(command[2:]), file=sys.stderr)
     subprocess.run(command, cwd=ROOT, check=False)
-    records = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted(out.rglob("*.json"))]
     records = [r for r in records if r.get("status") == "success"]
     print(subprocess.run(["lscpu"], capture_output=True, text=True).stdout.split("\n")[7])
     for workload in workloads:

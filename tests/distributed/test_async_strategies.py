@@ -75,7 +75,7 @@ def test_bad_options_exit_2_with_one_line_and_write_nothing(tmp_path: Path, stra
                      "--strategy", strategy, *args, *TINY, "--out", str(out))
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
-    assert not out.exists() or not any(out.glob("*.json"))
+    assert not out.exists() or not any(out.rglob("*.json"))
 
 
 @requires_mpi

@@ -30,7 +30,7 @@ def dtbench(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
 
 
 def records(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted(out.rglob("*.json"))]
 
 
 def metric(record: dict, name: str) -> dict | None:

@@ -123,7 +123,7 @@ def _assert_no_leftovers(pair: NetnsPair) -> None:
 
 
 def _records_in(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+    return sorted(folder.rglob("*.json")) if folder.is_dir() else []
 
 
 def _metric(record: dict[str, Any], name: str) -> float | None:

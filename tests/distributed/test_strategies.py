@@ -236,7 +236,7 @@ def dtbench(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str
 
 
 def records(out: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    return [json.loads(p.read_text()) for p in sorted(out.rglob("*.json"))]
 
 
 # (MPI ranks need MPI's launcher: mpi with the local launcher is a single rank.)

@@ -29,7 +29,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _record(store: Path) -> dict:
-    (path,) = store.glob("*.json")
+    (path,) = store.rglob("*.json")
     return json.loads(path.read_text())
 
 

@@ -34,7 +34,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory, cli_runner: RunCli
 
 
 def stored(store: Path) -> list[dict[str, Any]]:
-    return [load_record(path) for path in sorted(store.glob("*.json"))]
+    return [load_record(path) for path in sorted(store.rglob("*.json"))]
 
 
 def test_one_record_per_kernel_pass_and_algorithm(

@@ -63,7 +63,7 @@ def _index_rows(root: Path) -> list[tuple[Any, ...]]:
 
 
 def _record_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.iterdir() if p.suffix == ".json")
+    return Store(root).record_paths()
 
 
 def _run_workers(target: Any, argument: Any) -> list[int | None]:
@@ -102,10 +102,10 @@ def test_four_writers_lose_nothing_and_corrupt_nothing(tmp_path: Path) -> None:
         assert sorted(shared) == sorted(
             [f"20240102T030405Z-hep_cnn-shared{sequence}.json"]
             + [f"20240102T030405Z-hep_cnn-shared{sequence}-{n}.json" for n in (1, 2, 3)])
-    assert not [p for p in root.iterdir() if p.name.startswith(TMP_PREFIX)]
+    assert not [p for p in root.rglob("*") if p.name.startswith(TMP_PREFIX)]
 
     rows = _index_rows(root)
-    assert sorted(row[1] for row in rows) == [p.name for p in files]
+    assert sorted(row[1] for row in rows) == sorted(p.relative_to(root).as_posix() for p in files)
     warnings: list[str] = []
     assert len(list(Store(root).records(warnings))) == len(files) and warnings == []
     assert Store(root).rebuild_index() == len(files)
@@ -144,4 +144,4 @@ def test_four_concurrent_runs_share_one_store(tmp_path: Path, seeded_cache_dir: 
     assert all(r["status"] == "success" and r["spec"]["workload"] == "hep_cnn" for r in records)
     rows = _index_rows(root)
     assert sorted(row[0] for row in rows) == sorted(r["run_id"] for r in records)
-    assert not [p for p in root.iterdir() if p.name.startswith(TMP_PREFIX)]
+    assert not [p for p in root.rglob("*") if p.name.startswith(TMP_PREFIX)]

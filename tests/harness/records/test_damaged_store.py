@@ -101,7 +101,7 @@ def test_rebuild_index_indexes_only_the_valid_record(
         rows = connection.execute("SELECT run_id, path FROM runs").fetchall()
     finally:
         connection.close()
-    assert rows == [(GOLDEN["run_id"], valid.name)]
+    assert rows == [(GOLDEN["run_id"], valid.relative_to(root).as_posix())]
 
 
 def test_valid_records_with_odd_index_values_are_indexed(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import pytest
 from harness.core.errors import UsageError
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.spec import RunSpec
+from harness.records.machine import machine_label
 from harness.records.record import Metric, build_record, load_record, new_run_id
-from harness.records.store import INDEX_NAME, Store
+from harness.records.store import INDEX_NAME, Store, _slug
 
 
 def make_record(workload: str = "alexnet", status: str = "success", run_id: str | None = None,
@@ -40,14 +41,16 @@ def index_rows(store: Store) -> list[tuple[Any, ...]]:
 
 
 def leftovers(root: Path) -> list[str]:
-    return [p.name for p in root.iterdir() if p.name.startswith(TMP_PREFIX)]
+    return [p.name for p in root.rglob("*") if p.name.startswith(TMP_PREFIX)]
 
 
 def test_add_writes_a_loadable_file_named_by_run_id(tmp_path: Path) -> None:
     store = Store(tmp_path / "new" / "store")
     record = make_record()
     path = store.add(record)
-    assert path == store.root / f"{record['run_id']}.json"
+    # Under <machine>/<commit or date>/: a record without a fingerprint or commit goes to
+    # unknown-machine/<the day it was made>/.
+    assert path == store.root / "unknown-machine" / "2024-05-06" / f"{record['run_id']}.json"
     assert load_record(path) == record
     assert leftovers(store.root) == []
 
@@ -79,8 +82,9 @@ def test_index_rows_match_the_records(tmp_path: Path) -> None:
     records = [make_record("alexnet", second=1), make_record("lstm", "skipped", second=2),
                make_record("hep_cnn", "failed", second=3)]
     paths = [store.add(r) for r in records]
-    expected = sorted((r["run_id"], p.name, r["status"], r["spec"]["workload"], "tiny", 1,
-                       r["spec_key"]) for r, p in zip(records, paths, strict=True))
+    expected = sorted((r["run_id"], p.relative_to(tmp_path).as_posix(), r["status"],
+                       r["spec"]["workload"], "tiny", 1, r["spec_key"])
+                      for r, p in zip(records, paths, strict=True))
     assert index_rows(store) == expected
 
 
@@ -196,7 +200,8 @@ def test_reconcile_adds_missing_rows_and_drops_rows_of_deleted_files(tmp_path: P
     assert store.reconcile_index() == 0  # a damaged file is never indexed
     first.unlink()
     assert store.reconcile_index() == 1
-    assert [row[1] for row in index_rows(store)] == [p.name for p in store.record_paths()
+    assert [row[1] for row in index_rows(store)] == [p.relative_to(tmp_path).as_posix()
+                                                     for p in store.record_paths()
                                                      if p.name != "broken.json"]
 
 
@@ -256,3 +261,23 @@ def test_the_baseline_is_a_one_rank_run_of_the_same_workload_and_precision(
     found = store.find_baseline(two)
     assert found is not None and found["spec"]["precision"] == "fp32"
     assert store.find_baseline(two.replace(size="small")) is None
+
+
+def test_records_go_under_their_machine_and_measured_commit(tmp_path: Path) -> None:
+    """Two machines and two commits: a folder per machine, one per commit inside it (a record
+    without a commit goes under its day); the flat records of an older store still count."""
+    store = Store(tmp_path)
+    zen3 = {"cpu_vendor": "AuthenticAMD", "cpu_model": "AMD EPYC", "cpu_family": 25,
+            "cpu_model_number": 1, "cpu_cores": 2}
+    named = make_record("alexnet", second=1)
+    named["machine"] = {**zen3, "name": "ci runner #2"}
+    named["code"] = {"commit": "0123456789abcdef0123", "branch": "main", "dirty": False}
+    dated = make_record("lstm", second=2)
+    dated["machine"] = dict(zen3)
+    old = make_record("hep_cnn", second=3)
+    (tmp_path / f"{old['run_id']}.json").write_text(json.dumps(old), encoding="utf-8")
+    paths = [store.add(named), store.add(dated)]
+    assert [p.relative_to(tmp_path).parent.as_posix() for p in paths] == [
+        "ci-runner-2/0123456789ab", f"{_slug(machine_label(zen3))}/2024-05-06"]
+    assert {p.name for p in store.record_paths()} == {f"{r['run_id']}.json"
+                                                      for r in (named, dated, old)}

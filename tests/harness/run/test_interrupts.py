@@ -98,7 +98,7 @@ def test_sigint_mid_suite_then_resume_gives_exactly_four_records(
     store = tmp_path / "store"
     env = _environment(seeded_cache_dir)
     proc = _start(["run", str(suite), "--out", str(store)], env)
-    _wait_for(lambda: len(list(store.glob("*.json"))) >= 1 or proc.poll() is not None, 240)
+    _wait_for(lambda: len(list(store.rglob("*.json"))) >= 1 or proc.poll() is not None, 240)
     assert proc.poll() is None, "the suite ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -106,7 +106,7 @@ def test_sigint_mid_suite_then_resume_gives_exactly_four_records(
     last = err.strip().splitlines()[-1]
     assert last.startswith("dtbench: interrupted by SIGINT during run") and "--resume" in last
     assert "Traceback" not in err
-    kept = sorted(store.glob("*.json"))
+    kept = sorted(store.rglob("*.json"))
     assert 1 <= len(kept) < 4
     assert Store(store).rebuild_index() == len(kept)
     _clean(store)
@@ -115,7 +115,7 @@ def test_sigint_mid_suite_then_resume_gives_exactly_four_records(
     out, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert f"resume: {len(kept)} run(s) already complete" in err
-    records = [json.loads(p.read_text()) for p in sorted(store.glob("*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted(store.rglob("*.json"))]
     assert len(records) == 4 and all(r["status"] == "success" for r in records)
     assert sorted(r["spec"]["batch_per_rank"] for r in records) == [8, 16, 24, 32]
     assert len({r["spec_key"] for r in records}) == 4
@@ -144,5 +144,5 @@ def test_sigterm_during_a_two_rank_run_stops_every_rank(tmp_path: Path,
     assert "interrupted by SIGTERM during run 1 of 1: 0 completed record(s)" in err
     alive = [p.pid for p in seen if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == []
-    assert list(store.glob("*.json")) == []
+    assert list(store.rglob("*.json")) == []
     _clean(store)

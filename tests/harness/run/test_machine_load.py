@@ -79,7 +79,7 @@ def test_a_run_beside_two_spinning_processes_is_marked_busy(
     store = tmp_path / "store"
     assert main(["run", "-w", "hep_cnn", "--size", "tiny", "--steps", "4", "--warmup", "1",
                  "--threads", "2", "-q", "--out", str(store)]) == 0
-    (path,) = store.glob("*.json")
+    (path,) = store.rglob("*.json")
     record = json.loads(path.read_text())
     load = record["load"]
     assert load["busy"] is True and load["other_cpu_share"] > BUSY_OTHER_SHARE, json.dumps(load)

@@ -127,14 +127,14 @@ def test_resume_skips_completed_runs(throughput_run: Any, tmp_path: Path,
     _, root = throughput_run
     copy = tmp_path / "store"
     shutil.copytree(root, copy)
-    before = sorted(p.name for p in copy.iterdir())
+    before = sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*"))
     workloads = [arg for name in WORKLOADS for arg in ("-w", name)]
     result = cli_runner("run", *workloads, "--steps", "3", "--warmup", "1", *TINY,
                         "--out", str(copy), "--resume", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "nothing to run" in result.stdout
     assert "4 run(s) already complete" in result.stderr
-    assert sorted(p.name for p in copy.iterdir()) == before
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == before
 
 
 def test_unavailable_backend_is_recorded_as_skipped(tmp_path: Path, cli_runner: RunCli) -> None:

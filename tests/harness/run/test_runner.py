@@ -125,7 +125,7 @@ def test_real_tiny_throughput_run_in_a_rank_process(store: Store,
     assert torch.get_num_threads() == saved  # the rank set its threads in its own process
     record = outcome.record
     assert outcome.status == "success", record["error"]
-    assert outcome.path == store.root / f"{record['run_id']}.json"
+    assert outcome.path == store.folder_for(record) / f"{record['run_id']}.json"
     assert len(metric(record, "step_time")["samples"]) == 3
     # RunSpec's default: the peak is timed in the run, before and after the measured steps.
     peak = metric(record, "peak_flops")
