@@ -34,6 +34,11 @@ class Plot:
     png: bytes | None = None
 
 
+def several_machines(views: list[RecordView]) -> bool:
+    """Whether records of more than one machine share a plot (their labels then name it)."""
+    return len({view.machine_label for view in views}) > 1
+
+
 def _label(text: str, limit: int = 40) -> str:
     """Text matplotlib draws as given: `$` would start mathtext and could raise."""
     return clean_text(text, limit).replace("$", r"\$")
@@ -77,6 +82,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
     """Bars of throughput per configuration, one panel per workload, with CI error bars."""
     title = "Throughput"
     having = _success(views, "throughput")
+    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a throughput: the throughput plot is omitted.")
     groups = group(having, "workload")
@@ -95,7 +101,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
                    for h, m in zip(heights, values, strict=True)]]
         axes.bar(range(len(members)), heights, yerr=errors, capsize=3,
                  color=[colours[v.text("precision")] for v in members])
-        axes.set_xticks(range(len(members)), [_label(v.label(), 28) for v in members],
+        axes.set_xticks(range(len(members)), [_label(v.label(several), 28) for v in members],
                         rotation=30, ha="right", fontsize="small")
         axes.set_title(_label(workload))
         axes.set_ylabel("samples/s")
@@ -113,6 +119,7 @@ def scaling_plot(views: list[RecordView]) -> Plot:
     """Scaling efficiency against the number of ranks, one line per experiment."""
     title = "Scaling efficiency"
     having = _success(views, "scaling_efficiency")
+    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a scaling efficiency: the scaling plot is "
                     "omitted.")
@@ -122,7 +129,7 @@ def scaling_plot(views: list[RecordView]) -> Plot:
         if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
             continue
         kind = clean_text(view.metrics["scaling_efficiency"].raw.get("kind"), 20) or "?"
-        key = f"{view.workload} {view.label().rsplit(' ', 1)[0]} ({kind})"
+        key = f"{view.workload} {view.label(several).rsplit(' ', 1)[0]} ({kind})"
         series.setdefault(key, [(1.0, 1.0)]).append((float(ranks),
                                                      view.value("scaling_efficiency") or 0.0))
     figure = _figure(7.5, 4.2)
@@ -151,6 +158,7 @@ def roofline_plot(views: list[RecordView]) -> Plot:
     """Achieved FLOP/s of each record under the measured peak of its device and precision."""
     title = "Achieved against peak FLOP/s"
     having = _success(views, "achieved_flops", positive=True)
+    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has achieved FLOP/s: the roofline plot is omitted.")
     colours = _colours(having)
@@ -160,7 +168,7 @@ def roofline_plot(views: list[RecordView]) -> Plot:
     for x, (workload, members) in enumerate(group(having, "workload").items()):
         for view in members:
             positions.append(len(positions) + x)
-            labels.append(_label(f"{workload} {view.label()}", 36))
+            labels.append(_label(f"{workload} {view.label(several)}", 36))
             axes.plot(positions[-1], view.value("achieved_flops"), marker="o", linestyle="",
                       color=colours[view.text("precision")])
             peak = view.value("peak_flops")
@@ -187,6 +195,7 @@ def time_to_train_plot(views: list[RecordView]) -> Plot:
     """Horizontal bars of time to train; hatched where the quality target was not reached."""
     title = "Time to train"
     having = _success(views, "time_to_train")
+    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a time to train: the time-to-train plot is "
                     "omitted.")
@@ -198,7 +207,7 @@ def time_to_train_plot(views: list[RecordView]) -> Plot:
             "reached")
         axes.barh(y, view.value("time_to_train"), color=colours[view.text("precision")],
                   hatch="//" if reached is False else None)
-    axes.set_yticks(range(len(having)), [_label(f"{v.workload} {v.label()}", 40)
+    axes.set_yticks(range(len(having)), [_label(f"{v.workload} {v.label(several)}", 40)
                                          for v in having], fontsize="small")
     axes.invert_yaxis()
     axes.set_xlabel("seconds (run_start → run_stop)")
@@ -222,6 +231,7 @@ def convergence_plot(views: list[RecordView]) -> Plot:
         return Plot(title, "", "No time-to-train record has evaluations: the convergence "
                     "plot is omitted.")
     figure = _figure(7.5, 3.2 * len(curves))
+    several = several_machines([v for members in curves.values() for v in members])
     for axes, (workload, having) in zip(figure.subplots(len(curves), 1, squeeze=False)[:, 0],
                                         sorted(curves.items()), strict=True):
         for view in sorted(having, key=lambda v: (v.strategy, v.run_id)):
@@ -230,7 +240,9 @@ def convergence_plot(views: list[RecordView]) -> Plot:
             points = [(h["seconds"], h[metric]) for h in quality["history"]
                       if metric in h and "seconds" in h]
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                      label=_label(f"{view.strategy} ×{view.text('world_size')}", 24))
+                      label=_label(f"{view.strategy} ×{view.text('world_size')}", 24)
+                      if not several else _label(f"{view.machine_label}: {view.strategy} "
+                                                 f"×{view.text('world_size')}", 48))
             axes.set_ylabel(metric)
         target = having[0].metrics["quality"].raw.get("target")
         if target is not None:
@@ -296,6 +308,7 @@ def busbw_plot(views: list[RecordView]) -> Plot:
     title = "Bus bandwidth"
     having = [v for v in views if v.is_comm and "busbw" in v.metrics
               and v.metrics["busbw"].per_size()]
+    several = several_machines(having)
     if not having:
         return Plot(title, "", "No collective record has busbw by message size: the busbw "
                     "plot is omitted.")
@@ -312,7 +325,7 @@ def busbw_plot(views: list[RecordView]) -> Plot:
             sizes.update(r["bytes"] for r in rows_)
             positive = positive and all(r["busbw"] > 0 for r in rows_)
             axes.plot([r["bytes"] for r in rows_], [r["busbw"] for r in rows_], marker=".",
-                      label=_label(view.label()))
+                      label=_label(view.label(several)))
         axes.set_xscale("log", base=2)
         if positive:
             axes.set_yscale("log")

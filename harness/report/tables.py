@@ -90,7 +90,7 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
     """One row per record of a workload; metric columns where any record has the metric."""
     keys = _key_columns(views, TRAINING_KEYS)
     names = _metric_names(views)
-    columns = [heading for _, heading in keys] + ["status"]
+    columns = ["machine"] + [heading for _, heading in keys] + ["status"]
     units, scales = {}, {}
     for name in names:
         having = [v.metrics[name] for v in views if name in v.metrics]
@@ -100,7 +100,7 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
         columns.append(f"{heading} ({label})" if label and name != "quality" else heading)
     rows = []
     for view in views:
-        row = [view.text(name) for name, _ in keys] + [view.status_text]
+        row = [view.machine_label] + [view.text(name) for name, _ in keys] + [view.status_text]
         for name in names:
             found = view.metrics.get(name)
             if name == "quality":
@@ -109,7 +109,7 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
             cell = with_ci(found, scales[name], units[name])
             row.append(_scaling(view, cell) if name == "scaling_efficiency" and found else cell)
         rows.append(row + [view.run_id])
-    numeric = [False] * (len(keys) + 1) + [name != "quality" for name in names] + [False]
+    numeric = [False] * (len(keys) + 2) + [name != "quality" for name in names] + [False]
     busy = [f"{view.run_id}: measured on a busy machine "
             f"({clean_text(view.load.get('busy_reason'))})" for view in views if view.busy]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
@@ -126,15 +126,16 @@ def comm_table(op: str, views: list[RecordView]) -> Table:
     sizes = sorted({size for rows in per_size for size in rows})
     latency = column_scale("latency", [v.metrics["latency"] for v in views
                                        if "latency" in v.metrics])
-    columns = ([heading for _, heading in keys] + ["status"] + [size_label(s) for s in sizes]
+    columns = (["machine"] + [heading for _, heading in keys] + ["status"]
+               + [size_label(s) for s in sizes]
                + [f"latency ({latency.label})" if latency.label else "latency", "run"])
     rows = []
     for view, busbw_by_size in zip(views, per_size, strict=True):
-        row = [view.text(name) for name, _ in keys] + [view.status]
+        row = [view.machine_label] + [view.text(name) for name, _ in keys] + [view.status]
         row += [format_number(busbw_by_size.get(size)) for size in sizes]
         row += [latency.show(view.value("latency")), view.run_id]
         rows.append(row)
-    numeric = [False] * (len(keys) + 1) + [True] * (len(sizes) + 1) + [False]
+    numeric = [False] * (len(keys) + 2) + [True] * (len(sizes) + 1) + [False]
     return Table(title=op, columns=columns, rows=rows, numeric=numeric,
                  intro=f"{op}: busbw in GB/s (1e9 B/s) by message size; latency at the "
                        "smallest size.", notes=_failures(views))
@@ -158,23 +159,25 @@ def _interconnect(machine: dict[str, Any]) -> str:
     return (text + (f" {format_number(speed / 1000)} Gb/s" if speed else "")) or "-"
 
 
-def _machine_row(machine: dict[str, Any]) -> tuple[str, ...]:
+def _machine_row(view: RecordView) -> tuple[str, ...]:
+    machine = view.machine
+
     def text(key: str, limit: int = 100) -> str:
         return clean_text(machine.get(key), limit) or "-"
 
-    return (text("hostname"), text("cpu_model"), text("cpu_cores", 10),
+    return (view.machine_label, text("hostname"), text("cpu_model"), text("cpu_cores", 10),
             human_bytes(number(machine.get("ram_bytes"))), _gpus(machine), text("os"),
             text("kernel", 60), text("nodes", 10), _interconnect(machine))
 
 
 def machines_table(views: list[RecordView]) -> Table:
     """Each distinct machine the records came from, with how many records it made."""
-    counts: Counter[tuple[str, ...]] = Counter(_machine_row(view.machine) for view in views)
-    columns = ["host", "CPU", "cores", "RAM", "GPUs", "OS", "kernel", "nodes", "interconnect",
-               "records"]
+    counts: Counter[tuple[str, ...]] = Counter(_machine_row(view) for view in views)
+    columns = ["machine", "host", "CPU", "cores", "RAM", "GPUs", "OS", "kernel", "nodes",
+               "interconnect", "records"]
     rows = [[*key, str(count)] for key, count in sorted(counts.items())]
     return Table(title="Machines", columns=columns, rows=rows,
-                 numeric=[False, False, True, True] + [False] * 5 + [True])
+                 numeric=[False, False, False, True, True] + [False] * 5 + [True])
 
 
 def _version(value: Any) -> str:

@@ -192,8 +192,11 @@ class RecordView:
         found = self.metrics.get(name)
         return found.value if found else None
 
-    def label(self) -> str:
-        """A short name of the configuration, for plot legends and ticks."""
+    def label(self, machine: bool = False) -> str:
+        """A short name of the configuration, for plot legends and ticks; with `machine`, the
+        machine's label first (plots of records from several machines)."""
+        if machine:
+            return f"{self.machine_label}: {self.label()}"
         parts = [self.text("backend"), self.text("precision")]
         comm = self.text("comm")
         if comm not in ("-", "none"):

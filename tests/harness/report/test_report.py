@@ -53,12 +53,14 @@ def table_row(markdown: str, run_id: str) -> list[str]:
     raise AssertionError(f"no row for {run_id}")
 
 
-def table_row_starting(markdown: str, first: str) -> list[str]:
-    """The cells of the first table line whose first cell is `first` (a header or a row)."""
+def table_row_starting(markdown: str, *first: str) -> list[str]:
+    """The cells of the first table line whose first cells are `first` (a header or a row)."""
     for line in markdown.splitlines():
-        if line.startswith(f"| {first} "):
-            return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
-    raise AssertionError(f"no table line starting {first}")
+        if line.startswith("|"):
+            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+            if cells[:len(first)] == list(first):
+                return cells
+    raise AssertionError(f"no table line starting {' | '.join(first)}")
 
 
 table_header = table_row_starting
@@ -72,7 +74,7 @@ def test_markdown_tables_show_metrics_in_reading_units_with_ci(
     assert code == 0
     assert out.startswith("# dtbench report\n")
     assert "7 records (1 failed, 6 success)" in out
-    header = table_header(out, "backend")
+    header = table_header(out, "machine", "backend")  # every row names its machine
     row = dict(zip(header, table_row(out, FP32), strict=True))
     # 16 samples per 10 ms step; 8 samples -> the CI of the median is the full range.
     assert row["throughput (samples/s)"] == r"1600 \[1553, 1649\]"
@@ -94,7 +96,9 @@ def test_markdown_tables_show_metrics_in_reading_units_with_ci(
 def test_markdown_header_names_machines_software_and_how_to_regenerate(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
-    machines = dict(zip(table_header(out, "host"), table_row_starting(out, "bench01"),
+    header = table_header(out, "machine", "host")
+    # The machine's label from the fingerprint: the microarchitecture and cores.
+    machines = dict(zip(header, table_row_starting(out, "Intel Ice Lake, 80 cores", "bench01"),
                         strict=True))
     assert machines["CPU"].startswith("Intel(R) Xeon(R) Platinum 8380")
     assert machines["RAM"] == "256.00 GiB" and machines["records"] == "7"
@@ -108,7 +112,7 @@ def test_markdown_collectives_have_busbw_per_message_size(
     assert "## Collectives" in out and "### allreduce\n" in out and "### allgather\n" in out
     header = next(line for line in out.splitlines() if " 1 KiB |" in line)
     columns = [cell.strip() for cell in header.strip("|").split("|")]
-    assert columns == ["backend", "comm", "ranks", "status", "1 KiB", "2 KiB", "4 KiB", "8 KiB",
+    assert columns == ["machine", "backend", "comm", "ranks", "status", "1 KiB", "2 KiB", "4 KiB", "8 KiB",
                        "16 KiB", "32 KiB", "latency (µs)", "run"]
     row = dict(zip(columns, table_row(out, "20240102T030700Z-comm-allreduce"), strict=True))
     # busbw = bytes / time * 2(n-1)/n with n = 2: 1024 B in 0.1 ms, 32 KiB in 0.6 ms.
@@ -448,3 +452,26 @@ def test_convergence_plot_draws_quality_against_time_per_strategy(
     _, page, _ = report(capsys, str(write_store(tmp_path / "s", found)), "--format", "html")
     assert "Convergence against wall-clock time" in page
     assert "convergence plot is omitted" not in page
+
+
+def test_every_row_and_legend_names_its_machine(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Records of two machines in one report: each training and collective row starts with
+    its own machine's label, and plot labels carry it (they do not for one machine)."""
+    from harness.report.plots import several_machines
+    from harness.report.view import views_of
+
+    records = standard_set()
+    for record in records[::2]:
+        record["machine"] = {**record["machine"], "name": "box-b"}
+    store = write_store(tmp_path / "results", records)
+    _, out, _ = report(capsys, str(store))
+    for record in records:
+        if record["spec"].get("workload") and record["status"] == "success":
+            row = table_row(out, record["run_id"])
+            expected = "box-b" if record["machine"].get("name") else "Intel Ice Lake, 80 cores"
+            assert row[0] == expected, record["run_id"]
+    views = views_of(records)
+    box_b = [view for view in views if view.machine_label == "box-b"]
+    assert several_machines(views) and box_b and not several_machines(box_b)
+    assert box_b[0].label(machine=True) == f"box-b: {box_b[0].label()}"
