@@ -22,6 +22,7 @@ SUBCOMMANDS = {
     "report": ("report", "tables and plots from records and stores"),
     "compare": ("compare", "exit 1 on a significant regression"),
     "history": ("history", "a metric over commits per machine, with its change points"),
+    "publish": ("publish", "a static site of machines, workloads, trends and records"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
 }

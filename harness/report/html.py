@@ -6,6 +6,7 @@ string that slipped through escaping still could not load or run anything.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from html import escape
 
 from harness.report.tables import Report, Table
@@ -31,14 +32,23 @@ def _e(text: str) -> str:
     return escape(text, quote=True)
 
 
-def render_table(table: Table) -> list[str]:
-    """The table as HTML lines; numeric cells right-aligned."""
+def render_table(table: Table, *, links: Mapping[tuple[int, int], str] | None = None,
+                 table_id: str | None = None) -> list[str]:
+    """The table as HTML lines; numeric cells right-aligned. `links[(row, column)]` makes that
+    cell a link to the (relative) address; a `table_id` marks the table sortable, for pages
+    that carry a script sorting such tables (dtbench publish)."""
     head = "".join(f'<th scope="col">{_e(c)}</th>' for c in table.columns)
-    lines = ['<div class="scroll"><table>', f"<thead><tr>{head}</tr></thead>", "<tbody>"]
-    for row in table.rows:
-        cells = "".join(f'<td class="num">{_e(c)}</td>' if right else f"<td>{_e(c)}</td>"
-                        for c, right in zip(row, table.numeric, strict=True))
-        lines.append(f"<tr>{cells}</tr>")
+    opening = f'<table id="{_e(table_id)}" class="sortable">' if table_id else "<table>"
+    lines = [f'<div class="scroll">{opening}', f"<thead><tr>{head}</tr></thead>", "<tbody>"]
+    links = links or {}
+    for r, row in enumerate(table.rows):
+        cells = []
+        for c, (text, right) in enumerate(zip(row, table.numeric, strict=True)):
+            body = _e(text)
+            if (r, c) in links:
+                body = f'<a href="{_e(links[(r, c)])}">{body}</a>'
+            cells.append(f'<td class="num">{body}</td>' if right else f"<td>{body}</td>")
+        lines.append(f"<tr>{''.join(cells)}</tr>")
     return [*lines, "</tbody>", "</table></div>"]
 
 

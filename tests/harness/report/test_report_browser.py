@@ -67,14 +67,14 @@ def chromium() -> str:
     return found
 
 
-def run_chromium(chromium: str, page: Path, profile: Path, *action: str
+def run_chromium(chromium: str, page: Path, profile: Path, *action: str, fragment: str = ""
                  ) -> subprocess.CompletedProcess[str]:
-    """Open `page` headless with logging on stderr; `action` is --screenshot=... or
-    --dump-dom."""
+    """Open `page` (with `fragment` after a #, if any) headless with logging on stderr;
+    `action` is --screenshot=... or --dump-dom."""
     command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                f"--window-size={WINDOW[0]},{WINDOW[1]}", "--enable-logging=stderr", "--v=0",
                f"--user-data-dir={profile}", "--no-first-run", "--no-default-browser-check",
-               *action, page.resolve().as_uri()]
+               *action, page.resolve().as_uri() + (f"#{fragment}" if fragment else "")]
     return subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
                           check=False)
 

@@ -1,0 +1,287 @@
+"""The pages of the published site from loaded records: an index of machines and workloads,
+a page per machine (latest results, trends over commits, its records), a page per workload
+(machines side by side), and every record's JSON under records/.
+
+Tables are the report's (harness/report) written by its HTML table writer, with links and
+sorting added; every text from a record is escaped there. File names come from the records
+only through `Names`, which keeps them to safe characters and unique.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import UsageError
+from harness.publish.page import e, render_page
+from harness.publish.trends import steps_table, trends
+from harness.report.html import render_table
+from harness.report.machines import SYSTEM_COLUMNS, by_machine, experiment, systems_table
+from harness.report.model import Table
+from harness.report.tables import records_table
+from harness.report.units import column_scale, with_ci
+from harness.report.view import RecordView, clean_text, sort_key
+
+SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+# (metric, heading) of the latest-results columns
+LATEST_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),
+                  ("peak_memory", "peak memory"), ("time_to_train", "time to train"))
+
+
+class Names:
+    """File names for texts: the text itself where it is short and safe, else a slug and a
+    hash of the text; unique ignoring case (case-insensitive file systems)."""
+
+    def __init__(self) -> None:
+        self.given: dict[str, str] = {}
+        self.taken: set[str] = {"index"}
+
+    def __call__(self, text: str) -> str:
+        if text in self.given:
+            return self.given[text]
+        name = text if SAFE.fullmatch(text) and not text.endswith(".") else ""
+        if not name or name.lower() in self.taken:
+            slug = "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:40] or "x"
+            name = f"{slug}-{hashlib.sha256(text.encode('utf-8', 'replace')).hexdigest()[:10]}"
+        self.given[text] = name
+        self.taken.add(name.lower())
+        return name
+
+
+@dataclass
+class Entry:
+    """A record with its view and the file its JSON is copied to."""
+
+    record: dict[str, Any]
+    view: RecordView
+    file: str
+
+    @property
+    def training(self) -> bool:
+        view = self.view
+        return not (view.is_comm or view.is_kernel or view.is_prediction)
+
+
+@dataclass
+class Site:
+    """What publish wrote: file paths relative to the site's top."""
+
+    files: list[str]
+    machines: list[str]
+    workloads: list[str]
+
+
+def _commit(view: RecordView) -> str:
+    return clean_text(view.code.get("commit"), 60)[:12] or "-"
+
+
+def _dates(entries: list[Entry]) -> tuple[str, str]:
+    days = sorted(entry.view.created_at[:10] for entry in entries if entry.view.created_at)
+    return (days[0], days[-1]) if days else ("-", "-")
+
+
+def _section(title: str, table: Table, table_id: str, *, intro: str = "",
+             links: dict[tuple[int, int], str] | None = None) -> list[str]:
+    lines = [f"<h2>{e(title)}</h2>"]
+    if intro:
+        lines.append(f"<p>{e(intro)}</p>")
+    if not table.rows:
+        return [*lines, '<p class="note">None.</p>']
+    lines += render_table(table, links=links, table_id=table_id)
+    if table.notes:
+        lines += ["<ul>", *(f"<li>{e(note)}</li>" for note in table.notes), "</ul>"]
+    return lines
+
+
+def _records(entries: list[Entry], root: str, table_id: str) -> list[str]:
+    """The report's records table, each run id a link to its JSON."""
+    ordered = sorted(entries, key=lambda entry: (entry.view.created_at, entry.view.run_id))
+    table = records_table([entry.view for entry in ordered])
+    links = {(r, 0): f"{root}records/{entry.file}.json" for r, entry in enumerate(ordered)}
+    return _section("Records", table, table_id, links=links,
+                    intro="Every record, linked to its JSON as it was stored.")
+
+
+def latest_table(entries: list[Entry]) -> tuple[Table, list[Entry]]:
+    """One row per experiment: its newest record's status and main metrics."""
+    newest: dict[tuple[str, ...], Entry] = {}
+    for entry in entries:
+        if not entry.training:
+            continue
+        key = experiment(entry.view)
+        known = newest.get(key)
+        if known is None or (known.view.created_at, known.view.run_id) < (
+                entry.view.created_at, entry.view.run_id):
+            newest[key] = entry
+    chosen = [newest[key] for key in sorted(newest)]
+    columns = ["workload", "size", "precision", "ranks", "strategy", "commit"]
+    scales = {}
+    for name, heading in LATEST_METRICS:
+        having = [entry.view.metrics[name] for entry in chosen if name in entry.view.metrics]
+        scales[name] = (having[0].unit if having else "", column_scale(name, having))
+        label = scales[name][1].label
+        columns.append(f"{heading} ({label})" if label else heading)
+    rows = []
+    for entry in chosen:
+        view = entry.view
+        rows.append([*experiment(view), _commit(view),
+                     *(with_ci(view.metrics.get(name), scales[name][1], scales[name][0])
+                       for name, _ in LATEST_METRICS),
+                     view.status_text, view.created_at, view.run_id])
+    return Table(title="Latest results", columns=[*columns, "status", "created (UTC)", "run"],
+                 rows=rows, numeric=[False] * 3 + [True, False, False]
+                 + [True] * len(LATEST_METRICS) + [False] * 3), chosen
+
+
+class Builder:
+    """Writes the site's pages and records into `out` (an empty directory)."""
+
+    def __init__(self, records: list[dict[str, Any]], out: Path, *, regenerate: str,
+                 progress: Callable[[str], None]) -> None:
+        self.out = out
+        self.regenerate = regenerate
+        self.progress = progress
+        names = Names()
+        pairs = sorted(((RecordView.of(r), r) for r in records),
+                       key=lambda pair: sort_key(pair[0]))
+        self.entries = [Entry(record, view, names(view.run_id or "record"))
+                        for view, record in pairs]
+        self.machines = sorted({entry.view.machine_label for entry in self.entries})
+        self.workloads = sorted({entry.view.workload for entry in self.entries
+                                 if entry.training})
+        pages = Names()
+        self.machine_file = {label: pages(label) for label in self.machines}
+        pages = Names()
+        self.workload_file = {name: pages(name) for name in self.workloads}
+        self.files: list[str] = []
+
+    def write(self, relative: str, data: str | bytes) -> None:
+        path = self.out / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
+        self.files.append(relative)
+
+    def build(self) -> Site:
+        for entry in self.entries:
+            self.write(f"records/{entry.file}.json",
+                       json.dumps(entry.record, indent=1, ensure_ascii=True) + "\n")
+        self.write("index.html", self.index())
+        for number, label in enumerate(self.machines, 1):
+            self.progress(f"machine {number}/{len(self.machines)}: {label}")
+            self.write(f"machines/{self.machine_file[label]}.html", self.machine_page(label))
+        for name in self.workloads:
+            self.write(f"workloads/{self.workload_file[name]}.html", self.workload_page(name))
+        return Site(self.files, self.machines, self.workloads)
+
+    def _machine_links(self, labels: list[str], root: str, column: int = 0
+                       ) -> dict[tuple[int, int], str]:
+        return {(r, column): f"{root}machines/{self.machine_file[label]}.html"
+                for r, label in enumerate(labels) if label in self.machine_file}
+
+    def index(self) -> str:
+        views = [entry.view for entry in self.entries]
+        systems = systems_table(views)
+        labels = sorted({view.machine_label for view in views})
+        for row, label in zip(systems.rows, labels, strict=True):
+            mine = [entry for entry in self.entries if entry.view.machine_label == label]
+            row += [str(len(mine)), *_dates(mine)]
+        systems.columns += ["records", "first", "last"]
+        systems.numeric += [True, False, False]
+        workloads = Table("Workloads", ["workload", "machines", "records", "last"], [],
+                          [False, True, True, False])
+        for name in self.workloads:
+            mine = [entry for entry in self.entries
+                    if entry.training and entry.view.workload == name]
+            workloads.rows.append([name, str(len({x.view.machine_label for x in mine})),
+                                   str(len(mine)), _dates(mine)[1]])
+        first, last = _dates(self.entries)
+        body = [f"<p>{len(self.entries)} record(s) from {len(self.machines)} machine(s), "
+                f"{e(first)} to {e(last)}. Regenerate with: <code>{e(self.regenerate)}</code>"
+                "</p>",
+                *_section("Machines", systems, "machines", links=self._machine_links(labels, ""),
+                          intro="Each machine as an MLPerf system description names it, "
+                          "with how many records it made and when."),
+                *_section("Workloads", workloads, "workloads",
+                          links={(r, 0): f"workloads/{self.workload_file[name]}.html"
+                                 for r, name in enumerate(self.workloads)},
+                          intro="Each workload's page compares the machines that ran it.")]
+        return render_page("dtbench results", body, root="")
+
+    def machine_page(self, label: str) -> str:
+        mine = [entry for entry in self.entries if entry.view.machine_label == label]
+        latest, chosen = latest_table(mine)
+        links = {(r, 0): f"../workloads/{self.workload_file[entry.view.workload]}.html"
+                 for r, entry in enumerate(chosen)}
+        links.update({(r, len(latest.columns) - 1): f"../records/{entry.file}.json"
+                      for r, entry in enumerate(chosen)})
+        body = [*_section("System", systems_table([entry.view for entry in mine]), "system"),
+                *_section("Latest results", latest, "latest", links=links,
+                          intro="The newest record of each experiment. Values are medians; "
+                          "brackets hold the 95% confidence interval of the median where "
+                          "per-step samples exist. (busy): measured while other processes "
+                          "took CPU time from the run's cores."),
+                "<h2>Trends</h2>"]
+        found_all = []
+        for name in self.workloads:
+            records = [entry.record for entry in mine
+                       if entry.training and entry.view.workload == name]
+            found = trends(records) if records else []
+            for trend in found:
+                found_all.append(trend)
+                body.append(f"<h3>{e(name)}: {e(trend.heading)}</h3>")
+                if trend.png is None:
+                    body.append('<p class="note">One commit only: no trend yet.</p>')
+                    continue
+                plot = f"plots/{self.machine_file[label]}--{self.workload_file[name]}--" \
+                       f"{trend.metric}.png"
+                self.write(plot, trend.png)
+                body += ["<figure>", f'<img alt="{e(trend.heading)} of {e(name)} on '
+                         f'{e(label)} over commits, a line per experiment, change points '
+                         f'dashed" src="../{e(plot)}">',
+                         f"<figcaption>{e(name)}: {e(trend.heading)} per commit (median, "
+                         "dots: every run); dashed: a change point.</figcaption>", "</figure>"]
+        if not found_all:
+            body.append('<p class="note">No successful training record: no trends.</p>')
+        body += _section("Change points", steps_table(found_all), "steps",
+                         intro="Steps found as dtbench history finds them: PELT candidates "
+                         "kept where a Mann-Whitney test and the 5% minimum effect agree.")
+        body += _records(mine, "../", "records")
+        return render_page(f"Machine: {label}", body, root="../")
+
+    def workload_page(self, name: str) -> str:
+        mine = [entry for entry in self.entries
+                if entry.training and entry.view.workload == name]
+        labels = sorted({entry.view.machine_label for entry in mine})
+        compared = sorted({entry.view.machine_label for entry in mine
+                           if entry.view.status == "success"})
+        body = ["<p>Machines: " + ", ".join(
+            f'<a href="../machines/{e(self.machine_file[label])}.html">{e(label)}</a>'
+            for label in labels) + "</p>"]
+        try:
+            report = by_machine([entry.view for entry in mine], None, summary="",
+                                regenerate="")
+        except UsageError:
+            body.append('<p class="note">No successful record: nothing to compare.</p>')
+        else:
+            tables = 0
+            for section in report.sections:
+                body += [f"<h2>{e(section.title)}</h2>"]
+                if section.intro:
+                    body.append(f"<p>{e(section.intro)}</p>")
+                for table in section.tables:
+                    tables += 1
+                    is_systems = table.columns[0] == SYSTEM_COLUMNS[0][1]
+                    links = self._machine_links(compared, "../") if is_systems else None
+                    body += [f"<h3>{e(table.title)}</h3>",
+                             *render_table(table, links=links, table_id=f"t{tables}")]
+                    if table.notes:
+                        body += ["<ul>", *(f"<li>{e(n)}</li>" for n in table.notes), "</ul>"]
+        body += _records(mine, "../", "records")
+        return render_page(f"Workload: {name}", body, root="../")

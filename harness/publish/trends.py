@@ -1,0 +1,122 @@
+"""A machine's metrics over the commits of the code under test: one plot per workload and
+metric, a line per experiment, the change points `dtbench history` finds marked on it.
+
+The series and their steps are history's (harness/compare/history.py); this module only
+draws them, as PNG bytes that are the same for the same records.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from matplotlib import style
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from harness.compare.history import MIN_EFFECT, Series, build_series
+from harness.report.model import Table
+from harness.report.units import Scale, choose_scale, format_number
+from harness.report.view import clean_text
+
+# (metric, heading): what the trends follow, in page order
+TREND_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),
+                 ("peak_memory", "peak memory"), ("time_to_train", "time to train"))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One workload's metric over commits on one machine; png None where no series has two
+    points (nothing to draw a trend through)."""
+
+    metric: str
+    heading: str
+    series: list[Series]
+    png: bytes | None
+
+
+def _text(value: str, limit: int = 60) -> str:
+    """Text matplotlib draws as given: `$` would start mathtext."""
+    return clean_text(value, limit).replace("$", r"\$")
+
+
+def _unit(records: list[dict[str, Any]], metric: str) -> str:
+    for record in records:
+        for entry in record.get("metrics") or []:
+            if isinstance(entry, dict) and entry.get("name") == metric:
+                return clean_text(entry.get("unit"), 40)
+    return ""
+
+
+def _draw(series: list[Series], heading: str, scale: Scale) -> bytes:
+    labels: dict[str, str] = {}
+    for one in series:
+        for point in one.points:
+            labels[point.label] = min(labels.get(point.label, point.when), point.when)
+    order = sorted(labels, key=lambda label: (labels[label], label))
+    position = {label: i for i, label in enumerate(order)}
+    figure = Figure(figsize=(min(4.0 + 0.35 * len(order), 13.5), 3.6), dpi=100,
+                    layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots()
+    for index, one in enumerate(series):
+        colour = f"C{index % 10}"
+        xs = [position[p.label] for p in one.points]
+        axes.plot(xs, [p.median / scale.factor for p in one.points], marker="o",
+                  color=colour, label=_text(one.experiment))
+        for x, point in zip(xs, one.points, strict=True):
+            axes.plot([x] * len(point.values), [v / scale.factor for v in point.values],
+                      linestyle="", marker=".", color=colour, alpha=0.35)
+        for step in one.steps:
+            x = position[step.after] - 0.5
+            axes.axvline(x, color=colour, linestyle="--", linewidth=1)
+            axes.annotate(f"{(step.ratio - 1) * 100:+.0f}%", (x, 1.0),
+                          xycoords=("data", "axes fraction"), fontsize="small",
+                          color=colour, ha="left", va="top")
+    every = max(1, len(order) // 25)
+    axes.set_xticks(range(0, len(order), every), [_text(label, 14) for label in order][::every],
+                    rotation=45, ha="right", fontsize="small")
+    axes.set_xlabel("commit of the code under test (or day), oldest first")
+    axes.set_ylabel(_text(f"{heading} ({scale.label})" if scale.label else heading))
+    axes.legend(fontsize="x-small")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def trends(records: list[dict[str, Any]], min_effect: float = MIN_EFFECT) -> list[Trend]:
+    """The trends of one machine's records of one workload, a metric at a time, for the
+    metrics some successful record holds."""
+    found = []
+    with style.context("default"):
+        for metric, heading in TREND_METRICS:
+            series = build_series(records, metric, min_effect)
+            if not series:
+                continue
+            png = None
+            if any(len(one.points) >= 2 for one in series):
+                values = [v for one in series for p in one.points for v in p.values]
+                png = _draw(series, heading, choose_scale(metric, _unit(records, metric),
+                                                          values))
+            found.append(Trend(metric, heading, series, png))
+    return found
+
+
+def steps_table(found: list[Trend]) -> Table:
+    """Every change point of the trends: where, how large, how sure."""
+    rows = []
+    for trend in found:
+        for one in trend.series:
+            for step in one.steps:
+                change = (step.ratio - 1.0) * 100
+                worse = (change < 0) == one.higher_is_better
+                low, high = ((v - 1.0) * 100 for v in step.ci)
+                rows.append([clean_text(one.experiment, 120), trend.heading,
+                             clean_text(step.before, 40), clean_text(step.after, 40),
+                             f"{change:+.1f}%", f"[{low:+.1f}%, {high:+.1f}%]",
+                             format_number(step.p_value),
+                             "regression" if worse else "improvement"])
+    return Table(title="Change points", columns=["experiment", "metric", "last before",
+                                                 "first after", "change", "95% CI", "p",
+                                                 "verdict"],
+                 rows=rows, numeric=[False] * 4 + [True, False, True, False])
