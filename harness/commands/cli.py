@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "history": ("history", "a metric over commits per machine, with its change points"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
+    "store": ("store", "export a PostgreSQL store, or import records into one"),
 }
 
 
