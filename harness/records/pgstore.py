@@ -99,7 +99,8 @@ class PostgresStore:
             if any(phrase in message.lower() for phrase in _CONFIG_PHRASES):
                 return UsageError(text)
             return StoreUnreachable(text)
-        if isinstance(exc, psycopg.InterfaceError):
+        # Class 08: the connection broke; 57: the server is shutting down or restarting.
+        if isinstance(exc, psycopg.InterfaceError) or (exc.sqlstate or "")[:2] in ("08", "57"):
             return StoreUnreachable(text)
         if isinstance(exc, psycopg.errors.InsufficientPrivilege):
             return UsageError(text)

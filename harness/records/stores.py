@@ -62,17 +62,21 @@ class FallbackStore:
                   f"with: {import_command(self.pending.root, self.server.shown)}",
                   file=sys.stderr)
 
-    def _server(self, operation: str, *args: Any) -> Any:
-        """The server's answer, or None once it is away (it is not asked again)."""
-        from harness.records.pgstore import StoreUnreachable
+    def _server(self, operation: str, *args: Any) -> tuple[bool, Any]:
+        """(True, the server's answer), or (False, None) when it could not give one: once it
+        is away it is not asked again; an operation it refused is named in a warning."""
+        from harness.records.pgstore import StoreError, StoreUnreachable
 
         if self.away is not None:
-            return None
+            return False, None
         try:
-            return getattr(self.server, operation)(*args)
+            return True, getattr(self.server, operation)(*args)
         except StoreUnreachable as exc:
             self._leave(exc)
-            return None
+        except StoreError as exc:
+            print(f"dtbench: warning: {exc}; using {self.pending.root} instead",
+                  file=sys.stderr)
+        return False, None
 
     def ensure_writable(self) -> None:
         """The server, checked before any run; when it is away, the local store instead.
@@ -86,26 +90,18 @@ class FallbackStore:
 
     def count_success(self, spec_key: str) -> int:
         local = self.pending.count_success(spec_key) if self.pending.root.is_dir() else 0
-        return (self._server("count_success", spec_key) or 0) + local
+        return (self._server("count_success", spec_key)[1] or 0) + local
 
     def find_baseline(self, spec: Any) -> dict[str, Any] | None:
-        found = self._server("find_baseline", spec)
+        found = self._server("find_baseline", spec)[1]
         if found is None and self.pending.root.is_dir():
             found = self.pending.find_baseline(spec)
         return found
 
     def add(self, record: dict[str, Any]) -> Path | None:
         """The record on the server, or in the local store if the server cannot take it."""
-        from harness.records.pgstore import StoreError
-
-        if self.away is None:
-            try:
-                self._server("add", record)
-                if self.away is None:
-                    return None
-            except StoreError as exc:  # a record the server refuses is kept here too
-                print(f"dtbench: warning: {exc}; this record goes to {self.pending.root}",
-                      file=sys.stderr)
+        if self._server("add", record)[0]:
+            return None
         self.kept_locally += 1
         return self.pending.add(record)
 
@@ -117,7 +113,7 @@ class FallbackStore:
         if not self.kept_locally:
             return self.server.shown
         return (f"{self.kept_locally} record(s) kept in {self.pending.root} "
-                f"({self.server.shown} was unreachable); push them with: "
+                f"({self.server.shown} could not take them); push them with: "
                 f"{import_command(self.pending.root, self.server.shown)}")
 
 

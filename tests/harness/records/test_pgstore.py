@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import multiprocessing
 import os
 import shutil
 import signal
@@ -88,9 +87,8 @@ class Server:
             log = (self.home / "log").read_text() if (self.home / "log").exists() else ""
             failed_to_start(f"pg_ctl start failed: {done.stderr[-300:]} {log[-500:]}")
 
-    def stop(self) -> None:
-        self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
-                          "stop")
+    def stop(self, mode: str = "fast") -> None:
+        self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def admin(self, sql: str) -> None:
         url = f"postgresql://postgres:{self.admin_password}@127.0.0.1:{self.port}/postgres"
@@ -115,7 +113,7 @@ def server() -> Iterator[Server]:
         pg.admin(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
         yield pg
     finally:
-        pg.stop()
+        pg.stop("immediate")  # the cluster is thrown away: no shutdown checkpoint
         shutil.rmtree(pg.home, ignore_errors=True)
 
 
@@ -134,14 +132,22 @@ def _record(run_id: str, **notes: Any) -> dict[str, Any]:
     return record
 
 
-def _write(url: str, worker: int, start: Any) -> None:
-    """One writer process: shared run_ids (the same record from every writer), then its own."""
-    start.wait(timeout=60)
-    store = PostgresStore(url)
-    for sequence in range(PER_WORKER):
-        shared = sequence < SHARED
-        store.add(_record(f"shared{sequence}" if shared else f"w{worker}s{sequence:02d}",
-                          **({} if shared else {"worker": worker})))
+WRITER = """
+import json, sys
+from harness.records.pgstore import PostgresStore
+store = PostgresStore(sys.argv[1])
+records = [json.loads(line) for line in sys.stdin.readline().split("\\x1e")]
+print("ready", flush=True)
+sys.stdin.readline()  # released: every writer starts at once
+for record in records:
+    store.add(record)
+"""
+
+
+def _writer_records(worker: int) -> list[dict[str, Any]]:
+    """Shared run_ids (the same record from every writer), then the writer's own."""
+    return [_record(f"shared{s}") if s < SHARED else _record(f"w{worker}s{s:02d}", worker=worker)
+            for s in range(PER_WORKER)]
 
 
 def _rows(url: str) -> list[tuple[str, Any]]:
@@ -154,14 +160,25 @@ def _rows(url: str) -> list[tuple[str, Any]]:
 
 
 def test_four_writers_at_once_lose_and_duplicate_nothing(url: str) -> None:
-    context = multiprocessing.get_context("spawn")
-    start = context.Barrier(WORKERS)
-    writers = [context.Process(target=_write, args=(url, w, start)) for w in range(WORKERS)]
-    for process in writers:
-        process.start()
-    for process in writers:
-        process.join(timeout=60)
-    assert [p.exitcode for p in writers] == [0] * WORKERS
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env, text=True)
+               for _ in range(WORKERS)]
+    try:
+        for worker, process in enumerate(writers):
+            process.stdin.write("\x1e".join(json.dumps(r) for r in _writer_records(worker))
+                                + "\n")  # type: ignore[union-attr]
+            process.stdin.flush()  # type: ignore[union-attr]
+        for process in writers:  # each has imported the store and read its records
+            assert process.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+        for process in writers:
+            process.stdin.write("go\n")  # type: ignore[union-attr]
+            process.stdin.close()  # type: ignore[union-attr]
+        codes = [process.wait(timeout=60) for process in writers]
+    finally:
+        for process in writers:
+            process.kill()
+    assert codes == [0] * WORKERS
     rows = _rows(url)
     expected = {f"20240102T030405Z-hep_cnn-shared{s}" for s in range(SHARED)} | {
         f"20240102T030405Z-hep_cnn-w{w}s{s:02d}" for w in range(WORKERS)
@@ -184,6 +201,20 @@ def test_an_existing_record_is_never_replaced(url: str) -> None:
         store.add(_record("one", version=2))
     assert [r["notes"] for _, r in _rows(url)] == [{"version": 1}]
     assert store.add_new([_record("one", version=3), _record("two")]) == (1, 1)
+
+
+
+def test_a_record_the_server_refuses_is_kept_locally(url: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    PostgresStore(url).add(_record("taken", version=1))
+    store = FallbackStore(url, tmp_path / "pending")
+    store.ensure_writable()
+    store.add(_record("taken", version=2))
+    store.add(_record("fresh"))
+    assert "already stored with other content" in capsys.readouterr().err
+    assert [r["notes"] for r in Store(tmp_path / "pending").records()] == [{"version": 2}]
+    assert [run_id[-5:] for run_id, _ in _rows(url)] == ["fresh", "taken"]
+    assert "1 record(s) kept in" in store.destination()
 
 
 KILLED_WRITER = """
@@ -295,7 +326,7 @@ def test_a_server_down_at_start_keeps_records_locally(tmp_path: Path,
     shown = store.destination()
     err = capsys.readouterr().err
     assert "1 record(s) kept in" in shown and "dtbench store import" in shown
-    assert "unreachable" in shown and "Connection refused" in err
+    assert "could not take them" in shown and "Connection refused" in err
     assert PASSWORD not in shown + err
     with pytest.raises(StoreUnreachable) as raised:
         PostgresStore(down).count_success("x")
