@@ -361,3 +361,19 @@ def test_password_comes_from_pgpassword(server: Server, url: str,
 def test_scrub_hides_every_form_of_the_password(text: str) -> None:
     shown = scrub(text, f"postgresql://u:{PASSWORD.replace('!', '%21')}@h/db")
     assert PASSWORD not in shown and "***" in shown
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["store", "import", "somewhere", "--to", "results"], "not a store URL"),
+    (["store", "export", "results", "-o", "copy"], "not a store URL"),
+    (["store", "import", "absent", "--to", f"postgresql://u:{PASSWORD}@127.0.0.1:1/d"],
+     "absent: no such file or directory"),
+    (["store", "export", "postgresql://u@h/d"], "-o/--output"),
+])
+def test_bad_store_usage_is_one_line(argv: list[str], fragment: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and PASSWORD not in err
