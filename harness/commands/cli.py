@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "publish": ("publish", "a static site of machines, workloads, trends and records"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
+    "store": ("store", "export a PostgreSQL store, or import records into one"),
 }
 
 

@@ -24,7 +24,7 @@ from harness.records.fingerprint import (
     with_nodes,
 )
 from harness.records.record import Metric, build_record, new_run_id, utc_now
-from harness.records.store import Store
+from harness.records.stores import destination, open_writer
 from harness.run.guard import check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
@@ -100,7 +100,7 @@ def command(args: argparse.Namespace) -> int:
                   args.oversubscribe)
     if spec.comm == "none":
         raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
-    store = Store(args.out)
+    store = open_writer(args.out)
     json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     store.ensure_writable()
     created = utc_now()
@@ -134,7 +134,7 @@ def command(args: argparse.Namespace) -> int:
         print(comm_table(results))
     else:
         print(f"{status}: {error}")
-    print(f"records: {store.root}", file=sys.stderr)
+    print(f"records: {destination(store)}", file=sys.stderr)
     if json_target is not None:
         write_atomic(json_target, json.dumps(records, indent=1) + "\n")
     return 1 if status == "failed" else 0

@@ -15,7 +15,7 @@ from harness.core.interrupts import Interrupted
 from harness.core.spec import PRECISIONS
 from harness.core.text import render_table
 from harness.microbench.kernels.sets import DEFAULT_SET, SETS, KernelSet, get_set
-from harness.records.store import Store
+from harness.records.stores import destination, open_writer
 from harness.run.progress import Progress
 
 
@@ -84,7 +84,7 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
 
     precisions = list(dict.fromkeys(args.precision or ["fp32"]))
     backend = _backend(args.backend, precisions)
-    store = Store(args.out)
+    store = open_writer(args.out)
     json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     store.ensure_writable()
     total = planned_steps(kernel_set.cases()) * len(precisions)
@@ -115,11 +115,12 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
     except Interrupted as stop:
         _save(records, json_target)
         stop.summary = (f"interrupted by {stop.signal_name} during kernel {len(records) + 1} "
-                        f"of {total}: {len(records)} completed record(s) kept in {store.root}")
+                        f"of {total}: {len(records)} completed record(s) kept in "
+                        f"{destination(store)}")
         raise
     print(summary(records))
     _save(records, json_target)
-    print(f"records: {store.root}", file=sys.stderr)
+    print(f"records: {destination(store)}", file=sys.stderr)
     return 1 if any(record["status"] == "failed" for record in records) else 0
 
 

@@ -14,7 +14,7 @@ from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec
 from harness.records.provenance import Provenance
-from harness.records.store import Store
+from harness.records.stores import destination, open_writer
 from harness.run.guard import check_all
 from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
@@ -106,7 +106,7 @@ def command(args: argparse.Namespace) -> int:
         return run_kernel_suite(suite.name, suite.kernels, args, options)
     planned = plan_runs(suite, options)
     launch = launch_options(args)
-    store = Store(args.out)
+    store = open_writer(args.out)
     json_target = check_json_target(args.json_file, store.root) if args.json_file else None
     _preflight_data([spec for spec, _ in planned])
     check_all([spec for spec, _ in planned], args.oversubscribe)
@@ -117,7 +117,7 @@ def command(args: argparse.Namespace) -> int:
                       for spec, repeat in planned])
     if args.resume and len(work) < sum(r for _, r in planned):
         print(f"resume: {sum(r for _, r in planned) - len(work)} run(s) already complete in "
-              f"{store.root}", file=sys.stderr)
+              f"{destination(store)}", file=sys.stderr)
     progress = Progress(len(work), enabled=not args.quiet)
     runner = Runner(store, progress, launch, Provenance(args.machine, args.commit))
     records: list[dict[str, Any]] = []
@@ -130,14 +130,15 @@ def command(args: argparse.Namespace) -> int:
         progress.end(f"interrupted by {stop.signal_name}")
         _show_and_save(records, json_target)
         stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
-                        f"{len(work)}: {len(records)} completed record(s) kept in {store.root}, "
-                        "the interrupted run left nothing; add --resume to run the rest")
+                        f"{len(work)}: {len(records)} completed record(s) kept in "
+                        f"{destination(store)}, the interrupted run left nothing; add --resume "
+                        "to run the rest")
         raise
     _show_and_save(records, json_target)
     if not records:
         print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
               if work else "nothing to run: every planned run is already complete")
-    print(f"records: {store.root}", file=sys.stderr)
+    print(f"records: {destination(store)}", file=sys.stderr)
     if any(r["status"] == "failed" for r in records):
         return EXIT_FAILED
     if records and all(r["status"] == "skipped" for r in records):

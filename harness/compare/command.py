@@ -28,6 +28,7 @@ from harness.core.files import check_output_file, write_atomic
 from harness.core.machine_load import is_busy
 from harness.core.text import one_line
 from harness.records.inputs import load_inputs
+from harness.records.storeurl import is_store_url, redact
 
 
 def warn(message: str) -> None:
@@ -48,8 +49,13 @@ def unknown_hardware(records: list[dict[str, Any]]) -> bool:
                    for record in records)
 
 
-def load_all(path: str) -> list[dict[str, Any]]:
-    loaded = load_inputs([path])
+def shown(path: str) -> str:
+    """A path as printed: a store URL without its password."""
+    return redact(path) if is_store_url(path) else path
+
+
+def load_all(target: str) -> list[dict[str, Any]]:
+    loaded, path = load_inputs([target]), shown(target)
     if not loaded.records:
         why = f" ({loaded.warnings[0]}" + (f", and {len(loaded.warnings) - 1} more" if
                                            len(loaded.warnings) > 1 else "") + ")" \
@@ -114,10 +120,10 @@ def trajectory_command(args: argparse.Namespace) -> int:
 
     if not args.tolerance > 0:
         raise UsageError(f"--tolerance {args.tolerance}: expected a positive number")
-    a = only_trajectory(load_all(args.baseline), args.baseline)
-    b = only_trajectory(load_all(args.candidate), args.candidate)
+    a = only_trajectory(load_all(args.baseline), shown(args.baseline))
+    b = only_trajectory(load_all(args.candidate), shown(args.candidate))
     found = compare_trajectories(a, b, args.tolerance)
-    print(found.render(args.baseline, args.candidate))
+    print(found.render(shown(args.baseline), shown(args.candidate)))
     if args.json_file:
         write_atomic(check_output_file(args.json_file, "--json"),
                      json.dumps(found.as_dict(), indent=1) + "\n")

@@ -14,6 +14,7 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record
 from harness.records.store import Store
+from harness.records.storeurl import is_store_url
 
 
 @dataclass
@@ -57,14 +58,30 @@ def load_file(path: Path, loaded: Loaded) -> None:
         loaded.warnings.append(f"skipped {path}: unreadable ({exc.strerror or exc})")
 
 
+def load_server(url: str, loaded: Loaded) -> None:
+    """The records of a `postgresql://` store; a server that cannot be reached is an error
+    (the message shows the URL without its password)."""
+    from harness.records.pgstore import StoreError, StoreUnreachable
+    from harness.records.stores import open_store
+
+    store = open_store(url)
+    try:
+        loaded.records.extend(store.records(loaded.warnings))
+    except (StoreUnreachable, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    loaded.sources.append(store.shown)
+
+
 def load_inputs(paths: list[str]) -> Loaded:
-    """Every record under the given files and store directories, each run once (a `--json`
-    list inside a store repeats its records). A store's index is not needed: the record
-    files are the truth."""
+    """Every record under the given files, store directories and store URLs, each run once
+    (a `--json` list inside a store repeats its records). A store's index is not needed: the
+    record files are the truth."""
     loaded = Loaded()
     for name in paths:
         path = Path(name)
-        if path.is_dir():
+        if is_store_url(name):
+            load_server(name, loaded)
+        elif path.is_dir():
             store = Store(path)
             for record_path in store.record_paths():
                 load_file(record_path, loaded)

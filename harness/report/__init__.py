@@ -15,6 +15,7 @@ from pathlib import Path
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
 from harness.records.inputs import Loaded, load_inputs
+from harness.records.storeurl import is_store_url, redact
 from harness.report import csv_format, html, markdown
 from harness.report.kernels import kernel_section
 from harness.report.predictions import prediction_tables
@@ -96,6 +97,7 @@ def command(args: argparse.Namespace) -> int:
     fmt = choose_format(args.format, args.output)
     target = check_output(args.output)
     loaded = load_inputs(paths)
+    paths = [redact(path) if is_store_url(path) else path for path in paths]  # as printed
     for warning in loaded.warnings:
         print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
     if not loaded.records:

@@ -1,0 +1,83 @@
+"""`dtbench store export URL -o DIR` and `dtbench store import DIR --to URL`: copy records
+between a PostgreSQL store and a directory store. Both skip records the target already holds
+(by run_id), so either may be run again after an interruption; nothing is replaced."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from harness.commands.arguments import Parser
+from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
+
+if TYPE_CHECKING:
+    from harness.records.pgstore import PostgresStore
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    export = actions.add_parser("export", help="copy a server's records into a directory store")
+    export.add_argument("url", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
+    export.add_argument("-o", "--output", required=True, metavar="DIR",
+                        help="the directory store to write (created if missing)")
+    imports = actions.add_parser("import", help="push a directory's records to a server")
+    imports.add_argument("directory", metavar="DIR",
+                         help="a directory store (such as ./dtbench-pending) or record files")
+    imports.add_argument("--to", required=True, metavar="URL", dest="url",
+                         help="postgresql://USER@HOST:PORT/DB")
+
+
+def _server(url: str) -> PostgresStore:
+    from harness.records.pgstore import PostgresStore
+    from harness.records.storeurl import is_store_url, redact
+
+    if not is_store_url(url):
+        raise UsageError(f"{redact(url)}: not a store URL (postgresql://USER@HOST:PORT/DB)")
+    return PostgresStore(url)
+
+
+def export(args: argparse.Namespace) -> int:
+    from harness.records.store import Store
+
+    server = _server(args.url)
+    target = Store(args.output)
+    target.ensure_writable()
+    present = {record["run_id"] for record in target.records()}
+    warnings: list[str] = []
+    added = skipped = 0
+    for record in server.records(warnings):
+        if record["run_id"] in present:
+            skipped += 1
+            continue
+        target.add(record)
+        present.add(record["run_id"])
+        added += 1
+    for warning in warnings:
+        print(f"dtbench: warning: {warning}", file=sys.stderr)
+    print(f"exported {added} record(s) to {target.root}, skipped {skipped} already there")
+    return EXIT_OK
+
+
+def import_(args: argparse.Namespace) -> int:
+    from harness.records.inputs import load_inputs
+
+    server = _server(args.url)
+    loaded = load_inputs([args.directory])
+    for warning in loaded.warnings:
+        print(f"dtbench: warning: {warning}", file=sys.stderr)
+    added, skipped = server.add_new(loaded.records)
+    print(f"imported {added} record(s) into {server.shown}, "
+          f"skipped {skipped} already there")
+    return EXIT_OK
+
+
+def command(args: argparse.Namespace) -> int:
+    from harness.records.pgstore import StoreError, StoreUnreachable
+
+    try:
+        return export(args) if args.action == "export" else import_(args)
+    except (StoreUnreachable, StoreError) as exc:
+        print(f"dtbench: error: {exc}; nothing stored is lost: run the command again",
+              file=sys.stderr)
+        return EXIT_FAILED

@@ -1,0 +1,276 @@
+"""A store on a PostgreSQL server, shared by many CI runners: one row per record, with the
+directory store's index columns (harness/records/store.py) and the record itself as jsonb.
+
+Each add is one transaction (a writer killed mid-add leaves nothing); run_id is the primary
+key and an existing record is never replaced. Every operation opens its own connection, so a
+server that restarts between two runs is simply used again. Errors never show the password:
+their text goes through storeurl.scrub.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from harness.core.errors import SchemaError, UsageError
+from harness.records.record import check_record, validate_record
+from harness.records.store import BASELINE_COLUMNS, COLUMNS, SPEC_COLUMNS
+from harness.records.storeurl import redact, scrub
+
+TABLE = "dtbench_runs"
+CONNECT_TIMEOUT_S = 10
+# Columns holding integers; the others hold text (what the directory index holds there).
+INTEGER_COLUMNS = frozenset({"world_size"})
+# An arbitrary constant: the advisory lock that serializes creating and upgrading the table.
+_SCHEMA_LOCK = 0x64746265
+# Connection failures that are the caller's to fix, not a server that is away.
+_CONFIG_PHRASES = ("password authentication failed", "no password supplied", "does not exist",
+                   "pg_hba.conf", "permission denied", "invalid dsn", "invalid uri",
+                   "invalid connection option", "authentication")
+
+
+class StoreUnreachable(OSError):
+    """The server cannot be reached, or went away during an operation."""
+
+
+class StoreError(RuntimeError):
+    """The server refused an operation (a record it cannot hold, missing privileges)."""
+
+
+class RecordExists(StoreError):
+    """A different record with the same run_id is already stored."""
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise UsageError("a postgresql:// store needs psycopg: "
+                         "python3 -m pip install 'psycopg[binary]>=3.1'") from None
+    return psycopg
+
+
+def _column_type(name: str) -> str:
+    return "bigint" if name in INTEGER_COLUMNS else "text"
+
+
+def _cell(name: str, value: Any) -> Any:
+    """A value the column can hold: lists, huge integers and NUL characters are left out."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    if name in INTEGER_COLUMNS:
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not -2**63 <= value < 2**63:
+            return None
+        return value
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "")
+
+
+def row_of(record: dict[str, Any]) -> tuple[Any, ...]:
+    """The index cells of a record, in COLUMNS order (path: the file name export gives it)."""
+    spec = record.get("spec") or {}
+    values = {"run_id": record["run_id"], "path": f"{record['run_id']}.json",
+              "created_at": record.get("created_at"), "status": record.get("status"),
+              "spec_key": record.get("spec_key"),
+              **{name: spec.get(name) for name in SPEC_COLUMNS}}
+    return tuple(_cell(name, values.get(name)) for name in COLUMNS)
+
+
+class PostgresStore:
+    """The interface of harness.records.store.Store, on a server named by a URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.shown = redact(url)
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.shown!r})"
+
+    # -- connections and errors
+
+    def _failure(self, exc: Exception, doing: str) -> Exception:
+        """The exception to raise for a psycopg error, its message scrubbed of the password."""
+        psycopg = _psycopg()
+        message = " ".join(scrub(str(exc), self.url).split()) or type(exc).__name__
+        text = f"store {self.shown}: {doing} failed: {message}"
+        if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
+            if any(phrase in message.lower() for phrase in _CONFIG_PHRASES):
+                return UsageError(text)
+            return StoreUnreachable(text)
+        # Class 08: the connection broke; 57: the server is shutting down or restarting.
+        if isinstance(exc, psycopg.InterfaceError) or (exc.sqlstate or "")[:2] in ("08", "57"):
+            return StoreUnreachable(text)
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return UsageError(text)
+        return StoreError(text)
+
+    def _connect(self) -> Any:
+        psycopg = _psycopg()
+        options: dict[str, Any] = {}
+        if "connect_timeout" not in self.url:
+            options["connect_timeout"] = CONNECT_TIMEOUT_S
+        try:
+            connection = psycopg.connect(self.url, **options)
+        except psycopg.ProgrammingError as exc:  # a malformed URL or option
+            raise UsageError(f"store {self.shown}: {scrub(str(exc), self.url)}") from None
+        except psycopg.Error as exc:
+            raise self._failure(exc, "connecting") from None
+        except ValueError as exc:  # a malformed URL, found before any connection
+            raise UsageError(f"store {self.shown}: {scrub(str(exc), self.url)}") from None
+        try:
+            if not self._ready:
+                self._create(connection)
+                self._ready = True
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _run(self, doing: str, work: Any) -> Any:
+        """work(connection) on a fresh connection; psycopg errors become ours, scrubbed."""
+        psycopg = _psycopg()
+        connection = self._connect()
+        try:
+            return work(connection)
+        except psycopg.Error as exc:
+            raise self._failure(exc, doing) from None
+        finally:
+            connection.close()
+
+    def _create(self, connection: Any) -> None:
+        """The table, created if missing; columns this version indexes and an older table
+        lacks are added and filled from the stored records (nothing is dropped)."""
+        psycopg = _psycopg()
+        definitions = ", ".join(f"{name} {_column_type(name)}" for name in COLUMNS
+                                if name != "run_id")
+        try:
+            with connection.transaction():
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                connection.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} (run_id text PRIMARY "
+                                   f"KEY, {definitions}, record jsonb NOT NULL, stored_at "
+                                   "timestamptz NOT NULL DEFAULT now())")
+                present = {row[0] for row in connection.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                    "AND table_schema = current_schema()", (TABLE,))}
+                for name in (n for n in COLUMNS if n not in present):
+                    connection.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} "
+                                       f"{_column_type(name)}")
+                    source = "record->'spec'" if name in SPEC_COLUMNS else "record"
+                    cast = "::bigint" if name in INTEGER_COLUMNS else ""
+                    value = f"({source}->>'{name}'){cast}" if name != "path" \
+                        else "run_id || '.json'"
+                    connection.execute(f"UPDATE {TABLE} SET {name} = {value}")
+                connection.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_spec_key "
+                                   f"ON {TABLE} (spec_key, status)")
+        except psycopg.Error as exc:
+            raise self._failure(exc, "creating the table") from None
+
+    # -- the Store interface
+
+    def ensure_writable(self) -> None:
+        """Connect, create the table if missing and check this role may add rows; raises
+        StoreUnreachable (server away) or UsageError (credentials, privileges) before any run."""
+        def check(connection: Any) -> None:
+            allowed = connection.execute("SELECT has_table_privilege(%s, 'INSERT')",
+                                         (TABLE,)).fetchone()[0]
+            if not allowed:
+                raise UsageError(f"--out {self.shown}: this role may not add rows to {TABLE}")
+
+        self._run("checking privileges", check)
+
+    def reconcile_index(self) -> int:
+        """Nothing to reconcile: the row is the record."""
+        return 0
+
+    def _insert(self, connection: Any, record: dict[str, Any]) -> bool:
+        """One record in one transaction; False when its run_id is already stored."""
+        from psycopg.types.json import Jsonb
+
+        marks = ", ".join(["%s"] * (len(COLUMNS) + 1))
+        with connection.transaction():
+            cursor = connection.execute(
+                f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}, record) VALUES ({marks}) "
+                "ON CONFLICT (run_id) DO NOTHING RETURNING run_id",
+                (*row_of(record), Jsonb(record)))
+            return cursor.fetchone() is not None
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Store a new record. Adding the same record again changes nothing (a retry after a
+        lost connection); a different record under a stored run_id raises RecordExists."""
+        validate_record(record)
+
+        def add(connection: Any) -> None:
+            if self._insert(connection, record):
+                return
+            stored = connection.execute(f"SELECT record FROM {TABLE} WHERE run_id = %s",
+                                        (record["run_id"],)).fetchone()
+            if stored is None or stored[0] != json.loads(json.dumps(record)):
+                raise RecordExists(f"store {self.shown}: run {record['run_id']} is already "
+                                   "stored with other content; it is not replaced")
+
+        self._run("adding a record", add)
+
+    def add_new(self, records: Iterable[dict[str, Any]]) -> tuple[int, int]:
+        """Add the records whose run_id is not stored yet, each in a transaction of its own,
+        over one connection; (added, already present)."""
+        def add_all(connection: Any) -> tuple[int, int]:
+            added = present = 0
+            for record in records:
+                validate_record(record)
+                if self._insert(connection, record):
+                    added += 1
+                else:
+                    present += 1
+            return added, present
+
+        return self._run("importing records", add_all)
+
+    def run_ids(self) -> set[str]:
+        return self._run("listing records", lambda connection: {
+            row[0] for row in connection.execute(f"SELECT run_id FROM {TABLE}")})
+
+    def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every readable record, oldest first; rows that are not valid records are reported
+        in `warnings` and skipped."""
+        def fetch(connection: Any) -> list[tuple[str, Any]]:
+            with connection.transaction(), connection.cursor(name="dtbench_records") as cursor:
+                cursor.itersize = 200
+                cursor.execute(f"SELECT run_id, record FROM {TABLE} ORDER BY path, run_id")
+                return list(cursor)
+
+        for run_id, document in self._run("reading records", fetch):
+            try:
+                yield check_record(document, f"{self.shown} run {run_id}")
+            except SchemaError as exc:
+                if warnings is not None:
+                    warnings.append(f"skipped {exc}")
+
+    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+        """The newest successful world_size=1 record of the same experiment: same per-rank
+        batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
+        where = " AND ".join(["status = 'success'", "world_size = 1",
+                              *(f"{name} = %s" for name in BASELINE_COLUMNS)])
+        values = tuple(_cell(name, getattr(spec, name)) for name in BASELINE_COLUMNS)
+        rows = self._run("finding a baseline", lambda connection: connection.execute(
+            f"SELECT record FROM {TABLE} WHERE {where} ORDER BY created_at DESC",
+            values).fetchall())
+        strong = None
+        for (document,) in rows:
+            try:
+                record = check_record(document, self.shown)
+            except SchemaError:
+                continue
+            batch = record["spec"].get("batch_per_rank")
+            if batch == spec.batch_per_rank:
+                return record
+            if strong is None and batch == spec.global_batch:
+                strong = record
+        return strong
+
+    def count_success(self, spec_key: str) -> int:
+        """Successful records of one spec (for --resume)."""
+        return int(self._run("counting records", lambda connection: connection.execute(
+            f"SELECT COUNT(*) FROM {TABLE} WHERE spec_key = %s AND status = 'success'",
+            (spec_key,)).fetchone()[0]))

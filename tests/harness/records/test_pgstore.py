@@ -1,0 +1,379 @@
+"""The PostgreSQL store against a real throw-away PostgreSQL 15 server: concurrent writers,
+a writer killed mid-add, a server that goes away mid-suite, export/import, and the password
+kept out of everything dtbench prints or writes.
+
+The server runs as the `postgres` user (it refuses root) in a temporary directory, on a free
+port of 127.0.0.1, with scram-sha-256 password authentication for TCP connections.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from infrastructure import failed_to_start
+
+from harness.commands.cli import main
+from harness.records.record import check_record
+from harness.records.store import Store
+from harness.records.storeurl import redact, scrub
+
+psycopg = pytest.importorskip("psycopg")
+
+from harness.records.pgstore import (  # noqa: E402 - needs psycopg
+    TABLE,
+    PostgresStore,
+    RecordExists,
+    StoreUnreachable,
+)
+from harness.records.stores import FallbackStore  # noqa: E402
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json").read_text())
+REPO_ROOT = Path(__file__).resolve().parents[3]
+PASSWORD = "Pw-7f3q!x9z"  # distinctive: any occurrence in output is a leak
+ROLE = "dtbench"
+WORKERS, PER_WORKER, SHARED = 4, 12, 4
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Server:
+    """A PostgreSQL 15 cluster in a temporary directory, run as the postgres user."""
+
+    def __init__(self) -> None:
+        self.home = Path(tempfile.mkdtemp(prefix="dtbench-pg-"))
+        self.data, self.port = self.home / "data", _free_port()
+        self.admin_password = "admin-" + os.urandom(6).hex()
+
+    def _as_postgres(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    def init(self) -> None:
+        (self.home / "pwfile").write_text(self.admin_password + "\n")
+        if os.geteuid() == 0:
+            shutil.chown(self.home, "postgres", "postgres")
+            shutil.chown(self.home / "pwfile", "postgres", "postgres")
+        done = self._as_postgres(str(BIN / "initdb"), "-D", str(self.data), "-U", "postgres",
+                                 "-E", "UTF8", "--auth-local=trust",
+                                 "--auth-host=scram-sha-256",
+                                 f"--pwfile={self.home / 'pwfile'}")
+        if done.returncode != 0:
+            failed_to_start(f"initdb failed: {done.stderr[-500:]}")
+
+    def start(self) -> None:
+        options = (f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+        done = self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
+                                 "-l", str(self.home / "log"), "-w", "-t", "30", "start")
+        if done.returncode != 0:
+            log = (self.home / "log").read_text() if (self.home / "log").exists() else ""
+            failed_to_start(f"pg_ctl start failed: {done.stderr[-300:]} {log[-500:]}")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def admin(self, sql: str) -> None:
+        url = f"postgresql://postgres:{self.admin_password}@127.0.0.1:{self.port}/postgres"
+        with psycopg.connect(url, autocommit=True) as connection:
+            connection.execute(sql)
+
+    def url(self, database: str, password: bool = True) -> str:
+        secret = f":{PASSWORD}" if password else ""
+        return f"postgresql://{ROLE}{secret}@127.0.0.1:{self.port}/{database}"
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    if not (BIN / "initdb").is_file():
+        pytest.skip(f"no PostgreSQL 15 binaries in {BIN}")
+    if os.geteuid() == 0 and shutil.which("runuser") is None:
+        pytest.skip("root without runuser: cannot start PostgreSQL as the postgres user")
+    pg = Server()
+    try:
+        pg.init()
+        pg.start()
+        pg.admin(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
+        yield pg
+    finally:
+        pg.stop("immediate")  # the cluster is thrown away: no shutdown checkpoint
+        shutil.rmtree(pg.home, ignore_errors=True)
+
+
+@pytest.fixture
+def url(server: Server, request: pytest.FixtureRequest) -> str:
+    """A fresh database of its own for each test, owned by the test role."""
+    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:50].lower()
+    server.admin(f"CREATE DATABASE {name} OWNER {ROLE}")
+    return server.url(name)
+
+
+def _record(run_id: str, **notes: Any) -> dict[str, Any]:
+    record = copy.deepcopy(GOLDEN)
+    record["run_id"] = f"20240102T030405Z-hep_cnn-{run_id}"
+    record["notes"] = notes
+    return record
+
+
+WRITER = """
+import json, sys
+from harness.records.pgstore import PostgresStore
+store = PostgresStore(sys.argv[1])
+records = [json.loads(line) for line in sys.stdin.readline().split("\\x1e")]
+print("ready", flush=True)
+sys.stdin.readline()  # released: every writer starts at once
+for record in records:
+    store.add(record)
+"""
+
+
+def _writer_records(worker: int) -> list[dict[str, Any]]:
+    """Shared run_ids (the same record from every writer), then the writer's own."""
+    return [_record(f"shared{s}") if s < SHARED else _record(f"w{worker}s{s:02d}", worker=worker)
+            for s in range(PER_WORKER)]
+
+
+def _rows(url: str) -> list[tuple[str, Any]]:
+    """The stored (run_id, record) pairs; none before the first writer created the table."""
+    with psycopg.connect(url) as connection:
+        if connection.execute("SELECT to_regclass(%s)", (TABLE,)).fetchone()[0] is None:
+            return []
+        return connection.execute(f"SELECT run_id, record FROM {TABLE} ORDER BY run_id")\
+            .fetchall()
+
+
+def test_four_writers_at_once_lose_and_duplicate_nothing(url: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=env, text=True)
+               for _ in range(WORKERS)]
+    try:
+        for worker, process in enumerate(writers):
+            process.stdin.write("\x1e".join(json.dumps(r) for r in _writer_records(worker))
+                                + "\n")  # type: ignore[union-attr]
+            process.stdin.flush()  # type: ignore[union-attr]
+        for process in writers:  # each has imported the store and read its records
+            assert process.stdout.readline().strip() == "ready"  # type: ignore[union-attr]
+        for process in writers:
+            process.stdin.write("go\n")  # type: ignore[union-attr]
+            process.stdin.close()  # type: ignore[union-attr]
+        codes = [process.wait(timeout=60) for process in writers]
+    finally:
+        for process in writers:
+            process.kill()
+    assert codes == [0] * WORKERS
+    rows = _rows(url)
+    expected = {f"20240102T030405Z-hep_cnn-shared{s}" for s in range(SHARED)} | {
+        f"20240102T030405Z-hep_cnn-w{w}s{s:02d}" for w in range(WORKERS)
+        for s in range(SHARED, PER_WORKER)}
+    assert [run_id for run_id, _ in rows] == sorted(expected)
+    for run_id, record in rows:
+        assert check_record(record)["run_id"] == run_id
+        if "-w" in run_id:
+            assert record["notes"] == {"worker": int(run_id.split("-w")[1].split("s")[0])}
+    store = PostgresStore(url)
+    assert len(list(store.records())) == len(expected)
+    assert store.count_success(GOLDEN["spec_key"]) == len(expected)
+
+
+def test_an_existing_record_is_never_replaced(url: str) -> None:
+    store = PostgresStore(url)
+    store.add(_record("one", version=1))
+    store.add(_record("one", version=1))  # the same record again: a retry, no change
+    with pytest.raises(RecordExists, match="not replaced"):
+        store.add(_record("one", version=2))
+    assert [r["notes"] for _, r in _rows(url)] == [{"version": 1}]
+    assert store.add_new([_record("one", version=3), _record("two")]) == (1, 1)
+
+
+
+def test_a_record_the_server_refuses_is_kept_locally(url: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    PostgresStore(url).add(_record("taken", version=1))
+    store = FallbackStore(url, tmp_path / "pending")
+    store.ensure_writable()
+    store.add(_record("taken", version=2))
+    store.add(_record("fresh"))
+    assert "already stored with other content" in capsys.readouterr().err
+    assert [r["notes"] for r in Store(tmp_path / "pending").records()] == [{"version": 2}]
+    assert [run_id[-5:] for run_id, _ in _rows(url)] == ["fresh", "taken"]
+    assert "1 record(s) kept in" in store.destination()
+
+
+KILLED_WRITER = """
+import contextlib, sys, time
+from harness.records import pgstore
+real = pgstore.PostgresStore._insert
+
+def paused(self, connection, record):
+    # The INSERT has run; the transaction is not committed when the writer is killed.
+    begin = connection.transaction
+    @contextlib.contextmanager
+    def transaction():
+        with begin() as tx:
+            yield tx
+            print("inserted", flush=True)
+            time.sleep(120)
+    connection.transaction = transaction
+    return real(self, connection, record)
+
+pgstore.PostgresStore._insert = paused
+import json
+pgstore.PostgresStore(sys.argv[1]).add(json.loads(sys.stdin.readline()))
+"""
+
+
+def test_a_writer_killed_mid_add_leaves_no_partial_record(url: str) -> None:
+    record = _record("killed", writer="child")
+    child = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, url], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        child.stdin.write(json.dumps(record) + "\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
+        assert child.stdout.readline().strip() == "inserted"  # type: ignore[union-attr]
+        assert _rows(url) == []  # not visible before commit
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+    assert _rows(url) == []
+    # The killed transaction holds nothing: the same run_id can be stored, with other content.
+    PostgresStore(url).add(_record("killed", writer="parent"))
+    assert [r["notes"] for _, r in _rows(url)] == [{"writer": "parent"}]
+
+
+def test_export_and_import_round_trip(url: str, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    source = Store(tmp_path / "source")
+    originals = [_record(f"r{i}", index=i) for i in range(3)]
+    for record in originals:
+        source.add(record)
+    assert main(["store", "import", str(source.root), "--to", url]) == 0
+    assert main(["store", "import", str(source.root), "--to", url]) == 0
+    out = capsys.readouterr().out
+    assert "imported 3 record(s)" in out and "skipped 0" in out
+    assert "imported 0 record(s)" in out and "skipped 3 already there" in out
+    assert main(["store", "export", url, "-o", str(tmp_path / "copy")]) == 0
+    assert "exported 3 record(s)" in capsys.readouterr().out
+    exported = sorted(Store(tmp_path / "copy").records(), key=lambda r: r["run_id"])
+    assert exported == originals
+    assert main(["report", url]) == 0
+    report = capsys.readouterr()
+    shown = report.out.replace("\\", "")  # Markdown escapes _ and *
+    assert "hep_cnn" in shown and "dtbench:***@127.0.0.1" in shown
+    assert PASSWORD not in report.out + report.err
+
+
+def test_a_server_gone_mid_suite_loses_no_run(server: Server, url: str, tmp_path: Path,
+                                              seeded_cache_dir: Path) -> None:
+    env = {**os.environ, "DTBENCH_CACHE_DIR": str(seeded_cache_dir),
+           "PYTHONPATH": str(REPO_ROOT), "DTBENCH_PENDING": str(tmp_path / "pending")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "-w", "hep_cnn", "--size", "tiny", "--steps",
+         "2", "--warmup", "1", "--threads", "1", "-q", "--repeat", "2", "--out", url],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped = False
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and run.poll() is None and not _rows(url):
+            time.sleep(0.05)
+        assert len(_rows(url)) == 1, "the first run's record should reach the server"
+        server.stop()
+        stopped = True
+        out, err = run.communicate(timeout=90)
+    finally:
+        run.kill()
+        if stopped:
+            server.start()
+    assert run.returncode == 0, err[-2000:]
+    pending = Store(tmp_path / "pending")
+    assert len(list(pending.records())) == 1
+    command = f"dtbench store import {pending.root} --to {redact(url)}"
+    assert command in err.splitlines()[-1]
+    written = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]
+    assert PASSWORD not in out + err + "".join(written)
+    assert main(["store", "import", str(pending.root), "--to", url]) == 0
+    assert len(_rows(url)) == 2
+
+
+def test_a_server_down_at_start_keeps_records_locally(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    down = f"postgresql://{ROLE}:{PASSWORD}@127.0.0.1:{_free_port()}/bench"
+    store = FallbackStore(down, tmp_path / "pending")
+    store.ensure_writable()
+    store.add(_record("offline"))
+    assert store.count_success(GOLDEN["spec_key"]) == 1
+    assert [r["run_id"] for r in Store(tmp_path / "pending").records()] == \
+        ["20240102T030405Z-hep_cnn-offline"]
+    shown = store.destination()
+    err = capsys.readouterr().err
+    assert "1 record(s) kept in" in shown and "dtbench store import" in shown
+    assert "could not take them" in shown and "Connection refused" in err
+    assert PASSWORD not in shown + err
+    with pytest.raises(StoreUnreachable) as raised:
+        PostgresStore(down).count_success("x")
+    assert PASSWORD not in str(raised.value) and "***" in str(raised.value)
+
+
+def test_wrong_password_is_a_usage_error_without_the_password(
+        server: Server, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = url.replace(PASSWORD, "Wr0ng-" + PASSWORD[::-1])
+    assert main(["report", wrong]) == 2
+    err = capsys.readouterr().err
+    assert "password authentication failed" in err
+    assert PASSWORD[::-1] not in err and "***" in err
+
+
+def test_password_comes_from_pgpassword(server: Server, url: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = url.replace(f":{PASSWORD}@", "@")
+    monkeypatch.setenv("PGPASSWORD", PASSWORD)
+    store = PostgresStore(bare)
+    store.add(_record("env"))
+    assert [r["run_id"] for r in store.records()] == ["20240102T030405Z-hep_cnn-env"]
+    assert store.shown == bare
+
+
+@pytest.mark.parametrize("text", [
+    f"postgresql://u:{PASSWORD}@h/db",
+    f"connection to postgres://u:{PASSWORD}@h:5/db failed",
+    f"host=h password={PASSWORD} dbname=db",
+    f"postgresql://u@h/db?password={PASSWORD}&sslmode=require",
+])
+def test_scrub_hides_every_form_of_the_password(text: str) -> None:
+    shown = scrub(text, f"postgresql://u:{PASSWORD.replace('!', '%21')}@h/db")
+    assert PASSWORD not in shown and "***" in shown
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["store", "import", "somewhere", "--to", "results"], "not a store URL"),
+    (["store", "export", "results", "-o", "copy"], "not a store URL"),
+    (["store", "import", "absent", "--to", f"postgresql://u:{PASSWORD}@127.0.0.1:1/d"],
+     "absent: no such file or directory"),
+    (["store", "export", "postgresql://u@h/d"], "-o/--output"),
+])
+def test_bad_store_usage_is_one_line(argv: list[str], fragment: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1 and PASSWORD not in err
