@@ -32,6 +32,7 @@ from harness import __version__
 from harness.commands.arguments import positive_int
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file
+from harness.records.storeurl import is_store_url, redact
 
 DEFAULT_TIME = "01:00:00"
 DEFAULT_LOG = "dtbench-%x-%j.out"
@@ -177,6 +178,10 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
     for what, value in (("out_dir", out_dir), ("json_file", json_file)):
         if value is not None and (not value or "\n" in value or "\0" in value):
             raise UsageError(f"{what} {value!r}: must be a non-empty path on one line")
+    if out_dir is not None and is_store_url(out_dir) and redact(out_dir) != out_dir:
+        raise UsageError("--out: a store URL with a password would be written into the batch "
+                         "script; leave the password out and give it to the job through "
+                         "PGPASSWORD or ~/.pgpass")
     if not dtbench.strip() or "\n" in dtbench:
         raise UsageError(f"dtbench command {dtbench!r}: must be one non-empty line")
     extra = [_check_token("option", option) for option in extra_sbatch]

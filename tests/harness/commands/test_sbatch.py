@@ -187,3 +187,11 @@ def test_command_bad_output_and_run_options_are_usage_errors(tmp_path: Path) -> 
         command(cli("quick", "-o", str(tmp_path)))
     with pytest.raises(UsageError, match="--run"):
         command(cli("quick", "--run", "--size 'tiny"))
+
+
+def test_a_store_url_with_a_password_never_lands_in_the_script() -> None:
+    with pytest.raises(UsageError, match="PGPASSWORD") as refused:
+        write_sbatch("quick", out_dir="postgresql://ci:s3cret@db.example/bench")
+    assert "s3cret" not in str(refused.value)
+    script = write_sbatch("quick", out_dir="postgresql://ci@db.example/bench")
+    assert "--out postgresql://ci@db.example/bench" in script
