@@ -29,6 +29,7 @@ from harness.core.spec import RUN_FIELDS
 from harness.microbench.collectives import MAX_BYTES, parse_size, parse_sizes
 from harness.records.inputs import load_inputs, records_from_document
 from harness.records.record import check_record, load_record
+from harness.records.store import Store
 from harness.run.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
 
 GOLDEN_PATH = Path(__file__).parent / "golden" / "record_v1.json"
@@ -141,7 +142,7 @@ def test_golden_record_is_valid_and_tabulates() -> None:
 
 def test_every_published_record_passes(tmp_path: Path) -> None:
     """Records dtbench itself wrote (quick suite, scaling and comm runs in results/) load."""
-    paths = sorted((Path(__file__).resolve().parents[2] / "results").glob("*.json"))
+    paths = Store(Path(__file__).resolve().parents[2] / "results").record_paths()
     assert paths, "no published records in results/"
     for path in paths:
         copied = tmp_path / path.name

@@ -30,8 +30,26 @@ def published_json(folder: str) -> list[Path]:
 
 
 def published_records() -> list[Path]:
-    """results/*.json only: folders below hold benchmark outputs (cpu-config/, predict/)."""
-    return published_json("results")
+    """The store's records committed under results/ (results/<machine>/<commit or date>/):
+    cpu-config/ and predict/ hold benchmark outputs of their own."""
+    from harness.records.store import Store
+
+    try:
+        listed = set(subprocess.run(["git", "ls-files", "results"], cwd=ROOT,
+                                    capture_output=True, text=True, check=True,
+                                    timeout=60).stdout.split())
+    except (OSError, subprocess.SubprocessError):
+        return Store(RESULTS).record_paths()
+    return [path for path in Store(RESULTS).record_paths()
+            if path.relative_to(ROOT).as_posix() in listed]
+
+
+def test_published_records_lie_under_their_machine() -> None:
+    """Each record sits in the folder the store gives it: its machine, then its commit or day."""
+    from harness.records.store import record_folder
+
+    for path in published_records():
+        assert path.parent.relative_to(RESULTS).as_posix() == record_folder(load_record(path))
 
 
 def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
@@ -76,7 +94,8 @@ def _regenerate(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> b
     copy = tmp_path / "results"
     copy.mkdir()
     for path in published_records():
-        shutil.copy2(path, copy / path.name)
+        (copy / path.relative_to(RESULTS)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, copy / path.relative_to(RESULTS))
     monkeypatch.chdir(tmp_path)
     assert main(["report", "results/", "-o", f"results/{name}"]) == 0
     return (copy / name).read_bytes()
