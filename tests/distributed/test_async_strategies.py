@@ -140,6 +140,10 @@ ELSEWHERE = {"ps-sync": ("torchrun", "mpirun"), "ps-async": ("torchrun", "mpirun
 # The default run: each strategy on gloo/local with one workload (in turn), and two of them
 # under torchrun and mpirun; `--matrix` runs every workload and launcher.
 DEFAULT = {("ps-async", "torchrun"), ("hybrid", "mpirun")}
+# These three have a default run under another launcher (above) or a default fault and
+# evaluation test through `dtbench run` (test_async_faults.py, test_async_evaluation.py):
+# their gloo/local run is in --matrix only.
+LOCAL_IN_MATRIX = ("ps-async", "hybrid", "downpour")
 # ps-sync and ssp run through `dtbench run` in the equivalence tests below (one-worker ps-sync,
 # ssp s=0 = ps-sync, servers last): their matrix runs are in --matrix only.
 EQUIVALENCE_ONLY = ("ps-sync", "ssp")
@@ -151,7 +155,7 @@ def _cases() -> list[object]:
         for launcher in ("local", *ELSEWHERE[strategy]):
             for offset, workload in enumerate(WORKLOADS):
                 chosen = (launcher == "local" and offset == index % 4
-                          and strategy not in EQUIVALENCE_ONLY) or (
+                          and strategy not in EQUIVALENCE_ONLY + LOCAL_IN_MATRIX) or (
                     (strategy, launcher) in DEFAULT and offset == (index + 1) % 4)
                 marks = [] if chosen else [pytest.mark.matrix]
                 if launcher == "mpirun":

@@ -54,6 +54,7 @@ def test_time_to_train_is_the_same_with_and_without_the_in_run_peak(cache_dir: A
 
 
 @pytest.mark.slow
+@pytest.mark.matrix  # the one-rank test above runs by default; ~18 s on 2 cores
 def test_two_rank_time_to_train_is_the_same_with_and_without_the_in_run_peak(
         cache_dir: Any) -> None:
     spec = TTT.replace(nproc_per_node=2, comm="gloo", strategy="ddp")

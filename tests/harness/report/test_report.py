@@ -112,7 +112,8 @@ def test_markdown_collectives_have_busbw_per_message_size(
     assert "## Collectives" in out and "### allreduce\n" in out and "### allgather\n" in out
     header = next(line for line in out.splitlines() if " 1 KiB |" in line)
     columns = [cell.strip() for cell in header.strip("|").split("|")]
-    assert columns == ["machine", "backend", "comm", "ranks", "status", "1 KiB", "2 KiB", "4 KiB", "8 KiB",
+    assert columns == ["machine", "backend", "comm", "ranks", "status",
+                       "1 KiB", "2 KiB", "4 KiB", "8 KiB",
                        "16 KiB", "32 KiB", "latency (µs)", "run"]
     row = dict(zip(columns, table_row(out, "20240102T030700Z-comm-allreduce"), strict=True))
     # busbw = bytes / time * 2(n-1)/n with n = 2: 1024 B in 0.1 ms, 32 KiB in 0.6 ms.
