@@ -96,6 +96,11 @@ class ComputeBackend(ABC):
         """A gradient scaler for fp16, or None where the precision needs none."""
         return None
 
+    def model_unsupported(self, model: torch.nn.Module, precision: str) -> str | None:
+        """Why this device cannot train `model` in `precision` (the run is a skipped record
+        that says so), or None."""
+        return None
+
     @abstractmethod
     def timer(self, device: torch.device) -> StepTimer: ...
 

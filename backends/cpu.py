@@ -145,6 +145,16 @@ class CPUBackend(ComputeBackend):
     def timer(self, device: torch.device) -> StepTimer:
         return PerfCounterTimer()
 
+    def model_unsupported(self, model: torch.nn.Module, precision: str) -> str | None:
+        """oneDNN's bf16 LSTM primitive needs AVX-512: on AVX2 CPUs (Zen 1 to 3 here) it
+        fails to create a primitive descriptor at the first step."""
+        if precision != "bf16" or "avx512f" in cpu_flags():
+            return None
+        if any(isinstance(m, torch.nn.LSTM) for m in model.modules()):
+            return ("bf16 LSTM on this CPU: oneDNN's bf16 LSTM primitive needs AVX-512, "
+                    "which this CPU lacks")
+        return None
+
     def reset_peak_memory(self, device: torch.device) -> None:
         """Reset the kernel's peak-RSS mark (VmHWM) via clear_refs, where Linux allows it."""
         try:

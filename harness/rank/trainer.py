@@ -56,6 +56,9 @@ class Trainer:
             # The same seed on every rank: replicas (and shards) start from the same numbers.
             torch.manual_seed(spec.seed)
             model = workload.build_model(spec.size)
+            unsupported = self.backend.model_unsupported(model, spec.precision)
+            if unsupported:
+                raise SkipRun(unsupported)
             return self.backend.prepare_model(model, self.device, self.channels_last,
                                               spec.compile)
 

@@ -175,7 +175,10 @@ class Supervisor:
                     # than a rank that reported its own error (priority 1).
                     note(0 if killed_by_cause(code) else 1.5, f"rank {rank}",
                          f"rank {rank} killed by {signal_name(code)}")
-                elif code not in (None, 0):
+                elif code not in (None, 0) and not (
+                        rank is not None and getattr(states.get(rank), "status", None)
+                        == "skipped"):
+                    # (a rank that reported itself skipped exits non-zero: judged below)
                     who = f"rank {rank}" if rank is not None else self.spec.launcher
                     note(2, who, self._describe_exit(who, code, states, rank))
             for rank, state in states.items():

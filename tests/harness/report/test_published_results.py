@@ -59,7 +59,9 @@ def test_results_hold_quick_suite_comm_sweep_and_scaling_records() -> None:
     assert {"quick", "scaling"} <= suites
     assert any(r["spec"].get("task") == "comm" for r in records)
     assert any(m["name"] == "scaling_efficiency" for r in records for m in r["metrics"])
-    assert all(r["status"] == "success" for r in records if r["spec"].get("task") != "kernel")
+    # Measured, or skipped with the reason (bf16 LSTM on a CPU without AVX-512); never failed.
+    assert all(r["status"] == "success" or (r["status"] == "skipped" and r["error"])
+               for r in records if r["spec"].get("task") != "kernel")
 
 
 # The kernel sets published in results/ (`dtbench kernels --set NAME` for each): `full` adds
