@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
 from harness.records.record import check_record, validate_record
-from harness.records.store import BASELINE_COLUMNS, COLUMNS, SPEC_COLUMNS
+from harness.records.store import BASELINE_COLUMNS, COLUMNS, SPEC_COLUMNS, choose_baseline
 from harness.records.storeurl import redact, scrub
 
 TABLE = "dtbench_runs"
@@ -256,18 +256,15 @@ class PostgresStore:
         rows = self._run("finding a baseline", lambda connection: connection.execute(
             f"SELECT record FROM {TABLE} WHERE {where} ORDER BY created_at DESC",
             values).fetchall())
-        strong = None
-        for (document,) in rows:
+        return choose_baseline(self._checked(document for (document,) in rows), spec)
+
+    def _checked(self, documents: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        """The stored documents that are valid records, lazily (others are passed over)."""
+        for document in documents:
             try:
-                record = check_record(document, self.shown)
+                yield check_record(document, self.shown)
             except SchemaError:
                 continue
-            batch = record["spec"].get("batch_per_rank")
-            if batch == spec.batch_per_rank:
-                return record
-            if strong is None and batch == spec.global_batch:
-                strong = record
-        return strong
 
     def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""

@@ -8,7 +8,7 @@ import re
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,20 @@ def record_folder(record: dict[str, Any]) -> str:
     commit = code.get("commit") if isinstance(code.get("commit"), str) else None
     version = commit[:12] if commit else str(record.get("created_at", ""))[:10]
     return f"{_slug(label)}/{_slug(version)}"
+
+
+def choose_baseline(candidates: Iterable[dict[str, Any]], spec: Any) -> dict[str, Any] | None:
+    """Of a store's successful one-rank records of the experiment, newest first: the first with
+    spec's per-rank batch (weak scaling), else the first whose batch is spec's global batch
+    (strong); stops at the first weak match, so later candidates are never loaded."""
+    strong = None
+    for record in candidates:
+        batch = record["spec"].get("batch_per_rank")
+        if batch == spec.batch_per_rank:
+            return record
+        if strong is None and batch == spec.global_batch:
+            strong = record
+    return strong
 
 
 class Store:
@@ -224,18 +238,16 @@ class Store:
                 tuple(getattr(spec, name) for name in BASELINE_COLUMNS)).fetchall()
         finally:
             connection.close()
-        strong = None
-        for (name,) in rows:
+        return choose_baseline(self._loadable(self.root / name for (name,) in rows), spec)
+
+    @staticmethod
+    def _loadable(paths: Iterator[Path]) -> Iterator[dict[str, Any]]:
+        """The records among `paths` that load, lazily (damaged files are passed over)."""
+        for path in paths:
             try:
-                record = load_record(self.root / name)
+                yield load_record(path)
             except SchemaError:
                 continue
-            batch = record["spec"].get("batch_per_rank")
-            if batch == spec.batch_per_rank:
-                return record
-            if strong is None and batch == spec.global_batch:
-                strong = record
-        return strong
 
     def reconcile_index(self) -> int:
         """Bring the index in line with the record files, in place: rows for files it lacks
