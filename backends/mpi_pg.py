@@ -60,12 +60,6 @@ OPEN_MPI_RING_ALGORITHMS = {
 }
 
 
-def ring_algorithms_pinned(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether Open MPI runs the ring algorithms dtbench asks for (no user override)."""
-    env = os.environ if environ is None else environ
-    return all(env.get(key) == value for key, value in OPEN_MPI_RING_ALGORITHMS.items())
-
-
 def _mpi() -> ModuleType:
     """mpi4py.MPI, imported (and MPI initialised) on first use, with Open MPI asked for the
     ring algorithms unless the user chose others."""
@@ -291,7 +285,7 @@ class MPIProcessGroup(dist.ProcessGroup):
         recv = _reduction_buffer(output)
         # MPI_Reduce_scatter rather than _block: Open MPI's tuned component has a ring for it
         # (the bandwidth-optimal volume that harness/core/traffic.py counts; see
-        # MPI_ALGORITHMS), none for the block variant.
+        # OPEN_MPI_RING_ALGORITHMS), none for the block variant.
         counts = [output.numel()] * self._world_size
         self._comm.Reduce_scatter(self._typed(send), self._typed(recv), counts, mpi_op)
         if average:
