@@ -5,27 +5,13 @@ fragment it honours for links to a sorted table, through the same handler a mous
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from report_records import write_store
-from test_publish import hostile_records, machine_records, parse
+from test_publish import parse, site  # noqa: F401 (site: the same published site)
 from test_report_browser import chromium, console_errors, run_chromium  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from harness.commands.cli import main
-
-    root = tmp_path_factory.mktemp("publish-browser")
-    store = write_store(root / "store", machine_records())
-    extra = root / "hostile.json"
-    extra.write_text(json.dumps(hostile_records()))
-    assert main(["publish", str(store), str(extra), "-o", str(root / "site")]) == 0
-    return root / "site"
 
 
 def dom(executable: str, page: Path, profile: Path, fragment: str = "") -> str:
