@@ -110,6 +110,10 @@ class ComputeBackend(ABC):
     @abstractmethod
     def reset_peak_memory(self, device: torch.device) -> None: ...
 
+    def release_freed_memory(self, device: torch.device) -> None:
+        """Give memory that is freed but kept by an allocator back to the system, so that the
+        harness's own work (the in-run peak probe) does not stay in the run's footprint."""
+
     @abstractmethod
     def peak_memory(self, device: torch.device) -> int:
         """Peak bytes since the last reset: resident (CPU) or allocated (device)."""

@@ -129,6 +129,10 @@ class CUDABackend(ComputeBackend):
     def synchronize(self, device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
+    def release_freed_memory(self, device: torch.device) -> None:
+        with torch.cuda.device(device):
+            torch.cuda.empty_cache()
+
     def reset_peak_memory(self, device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 

@@ -44,9 +44,9 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: environ[k] for k in sorted(environ) if k.startswith(PERF_ENV_PREFIXES)}
 
 
-_PEAK_HELP = ("where peak_flops (the MFU denominator) comes from: in-run (timed before and "
-              "after the measured steps; default) or cached (the highest reading of `dtbench "
-              "peak` on this hardware); DTBENCH_PEAK sets the default")
+_PEAK_HELP = ("where peak_flops (the MFU denominator) comes from: in-run (timed before the "
+              "warm-up and after the measured steps; default) or cached (the highest reading "
+              "of `dtbench peak` on this hardware); DTBENCH_PEAK sets the default")
 _COMPILE_HELP = ("torch.compile: on, off, auto (the choice cached for this hardware and "
                  "configuration, else time eager against compiled steps now and cache the "
                  "faster) or default (the cached choice where one exists, else eager); a bare "

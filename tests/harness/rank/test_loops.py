@@ -48,3 +48,48 @@ def test_time_to_train_needs_one_global_batch_of_data(tmp_path: Path,
     with pytest.raises(RunFailed, match="training set has 3 samples, fewer than one global batch"):
         run_time_to_train(SPEC.replace(mode="ttt"), tmp_path / "run.mllog")
     assert "init_start" in (tmp_path / "run.mllog").read_text()
+
+
+PROBE_SCRIPT = r"""
+import json, sys, torch
+from backends.cpu import tune_allocator
+import harness.microbench.peak as peak
+from harness.core.spec import RunSpec
+from harness.rank.loops import run_throughput
+
+tune_allocator()  # as a rank process does: freed blocks stay in the heap
+
+
+def probe(backend, precision, threads, device, when):
+    # the size of dtbench's copy buffers plus GEMM-sized operands, every page touched
+    buffers = [torch.ones(PROBE_MIB // 2 * 2**18), *(torch.ones(2**22) for _ in range(32))]
+    touched = sum(float(b[-1]) for b in buffers)
+    return {"when": when, "flops": 1e9 * touched, "memory_bandwidth": 1e9, "per_size": {},
+            "threads": threads, "measured_at": "now"}
+
+
+peak.in_run_reading = probe
+spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, warmup=1,
+               threads=1, peak=sys.argv[1])
+result = run_throughput(spec)
+print(json.dumps({"peak_memory": result.peak_memory, "readings": len(result.peak_readings)}))
+""".replace("PROBE_MIB", "768")
+
+
+def _peak_memory_with(peak: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", PROBE_SCRIPT, peak], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_in_run_peak_probe_is_not_in_the_peak_memory() -> None:
+    """A probe that touches 1 GiB (768 MiB of copy buffers, 32 x 16 MiB of operands) before
+    and after the steps leaves the run's peak memory where it is without the probe."""
+    cached, in_run = _peak_memory_with("cached"), _peak_memory_with("in-run")
+    assert (cached["readings"], in_run["readings"]) == (0, 2)
+    assert abs(in_run["peak_memory"] - cached["peak_memory"]) < 128 * 2**20, (cached, in_run)
