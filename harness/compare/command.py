@@ -130,12 +130,37 @@ def trajectory_command(args: argparse.Namespace) -> int:
     return EXIT_OK if found.same else EXIT_FAILED
 
 
+def chosen_baseline(args: argparse.Namespace, base_all: list[dict[str, Any]],
+                    cand_all: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The baseline side: every record given, or those --baseline-branch, --baseline-commit
+    or --baseline-merge-base choose from the store for the candidate's machine."""
+    from harness.compare.baseline import merge_base, pooled, select_baseline
+
+    branch = getattr(args, "baseline_branch", None)
+    commit = getattr(args, "baseline_commit", None)
+    ref = getattr(args, "baseline_merge_base", None)
+    if ref:
+        commit = merge_base(ref)
+    elif commit is not None and (len(commit) < 7 or
+                                 any(c not in "0123456789abcdefABCDEF" for c in commit)):
+        raise UsageError(f"--baseline-commit {commit}: expected at least 7 hex digits")
+    if branch is None and commit is None:
+        note = pooled([r for r in base_all if r.get("status") == "success"], "the baseline")
+        if note:
+            warn(note)
+        return base_all
+    selection = select_baseline(base_all, cand_all, shown(args.baseline), commit, branch)
+    print(f"dtbench: {selection.description}", file=sys.stderr)
+    return selection.records
+
+
 def command(args: argparse.Namespace) -> int:
     if getattr(args, "trajectory", False):
         return trajectory_command(args)
     target = check_output_file(args.json_file, "--json") if args.json_file else None
     match_on = parse_match_on(getattr(args, "match_on", None))
     base_all, cand_all = load_all(args.baseline), load_all(args.candidate)
+    base_all = chosen_baseline(args, base_all, cand_all)
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
     comparison = compare_records(baseline, candidate, float(args.threshold), match_on)

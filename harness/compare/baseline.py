@@ -1,0 +1,124 @@
+"""The baseline of a CI gate taken from a store: of the records of the candidate's own machine,
+those of one commit (`--baseline-commit`, or the merge base of a ref with `--baseline-merge-base`)
+or, per experiment, the latest good result on a branch (`--baseline-branch`), as asv and
+conbench pick the result a pull request is judged against.
+
+A store holds many machines and commits; pooling them makes a gate compare hardware or an
+old commit. Each selection keeps only successful records of clean checkouts of the candidate's
+machine, and says which commits it took.
+"""
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.compare.matching import fields_key
+from harness.core.errors import UsageError
+from harness.records.machine import machine_label
+
+
+def machine_of(record: Mapping[str, Any]) -> str:
+    machine = record.get("machine")
+    return machine_label(machine) if isinstance(machine, Mapping) and machine else \
+        "unknown machine"
+
+
+def code_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    code = record.get("code")
+    return code if isinstance(code, dict) else {}
+
+
+def _commit_matches(record: Mapping[str, Any], commit: str) -> bool:
+    found = code_of(record).get("commit")
+    return isinstance(found, str) and found.lower().startswith(commit.lower())
+
+
+def merge_base(ref: str, directory: Path | None = None) -> str:
+    """`git merge-base REF HEAD` in the working directory, or UsageError saying why not."""
+    try:
+        done = subprocess.run(["git", "-C", str(directory or Path.cwd()), "merge-base", ref,
+                               "HEAD"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise UsageError(f"--baseline-merge-base {ref}: git failed ({exc})") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        why = (done.stderr.strip().splitlines() or ["no common ancestor"])[-1]
+        raise UsageError(f"--baseline-merge-base {ref}: {why}")
+    return done.stdout.strip()
+
+
+@dataclass
+class Selection:
+    """The records chosen as the baseline and the line that says where they came from."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    description: str = ""
+
+
+def candidate_machine(candidate: list[dict[str, Any]]) -> str:
+    machines = sorted({machine_of(r) for r in candidate})
+    if len(machines) != 1:
+        raise UsageError("the candidate's records come from " + (
+            "no machine" if not machines else f"{len(machines)} machines "
+            f"({'; '.join(machines)})") + ": a baseline chosen by machine needs one")
+    return machines[0]
+
+
+def _commits(records: list[dict[str, Any]]) -> str:
+    seen = dict.fromkeys(str(code_of(r).get("commit") or "?")[:12] for r in records)
+    return ", ".join(seen)
+
+
+def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]],
+                    source: str, commit: str | None = None, branch: str | None = None
+                    ) -> Selection:
+    """The baseline records of `stored` for `candidate`: its machine's successful records at
+    `commit` (a prefix), or per experiment those of the newest commit on `branch` that has
+    one. UsageError where none exists, naming what the store does hold."""
+    machine = candidate_machine(candidate)
+    mine = [r for r in stored if machine_of(r) == machine and r.get("status") == "success"
+            and code_of(r).get("dirty") is not True]
+    if not mine:
+        machines = sorted({machine_of(r) for r in stored})
+        raise UsageError(f"{source}: no successful record of the candidate's machine "
+                         f"({machine}); it holds {', '.join(machines) or 'none'}")
+    if commit is not None:
+        chosen = [r for r in mine if _commit_matches(r, commit)]
+        if not chosen:
+            raise UsageError(f"{source}: no successful record of {machine} at commit "
+                             f"{commit[:12]} (it holds commits {_commits(mine)})")
+        return Selection(chosen, f"baseline: {machine} at commit {_commits(chosen)} "
+                         f"({len(chosen)} records of {source})")
+    on_branch = [r for r in mine if code_of(r).get("branch") == branch]
+    if not on_branch:
+        branches = sorted({str(code_of(r).get("branch")) for r in mine})
+        raise UsageError(f"{source}: no successful record of {machine} on branch {branch} "
+                         f"(branches: {', '.join(branches)})")
+    latest: dict[tuple[str, ...], str] = {}
+    for record in sorted(on_branch, key=lambda r: str(r.get("created_at", "")), reverse=True):
+        latest.setdefault(fields_key(record), str(code_of(record).get("commit")))
+    chosen = [r for r in on_branch if latest[fields_key(r)] == str(code_of(r).get("commit"))]
+    return Selection(chosen, f"baseline: {machine}, latest on {branch}: commit "
+                     f"{_commits(chosen)} ({len(chosen)} records of {source})")
+
+
+def pooled(records: list[dict[str, Any]], side: str) -> str | None:
+    """A warning when a side pools the records of several machines or commits of the code
+    under test (a whole store given as it is)."""
+    machines = sorted({machine_of(r) for r in records})
+    commits = sorted({str(code_of(r).get("commit"))[:12] for r in records
+                      if code_of(r).get("commit")})
+    parts = []
+    if len(machines) > 1:
+        parts.append(f"{len(machines)} machines ({'; '.join(machines[:4])}"
+                     f"{'; ...' if len(machines) > 4 else ''})")
+    if len(commits) > 1:
+        parts.append(f"{len(commits)} commits ({', '.join(commits[:4])}"
+                     f"{', ...' if len(commits) > 4 else ''})")
+    if not parts:
+        return None
+    return (f"{side} pools the records of {' and '.join(parts)}; --baseline-branch, "
+            "--baseline-commit or --baseline-merge-base take one commit of the candidate's "
+            "machine from a store")

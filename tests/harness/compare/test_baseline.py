@@ -1,0 +1,122 @@
+"""compare's baseline from a store: the candidate's machine only, one commit or the latest
+good result on a branch per experiment, the merge base through git."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.commands.cli import main
+from tests.harness.compare.test_compare import last_line, make_record, scaled, steady_steps, write
+
+
+def at(record: dict[str, Any], commit: str, when: str, *, machine: str = "runner-a",
+       branch: str = "main", status: str = "success", dirty: bool = False) -> dict[str, Any]:
+    record["code"] = {"commit": commit, "branch": branch, "dirty": dirty, "ci_url": None}
+    record["created_at"] = when
+    record["machine"]["name"] = machine
+    record["status"] = status
+    return record
+
+
+def run(seed: int, commit: str, when: str, factor: float = 1.0, **kwargs: Any) -> dict:
+    base = make_record(f"{commit}-{seed}-{kwargs.get('machine', 'a')}", steady_steps(seed=seed))
+    return at(scaled(base, base["run_id"], "step_time", factor), commit, when, **kwargs)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """main: an old slow commit, then a fast good one; a newer failed and a newer dirty one
+    that are no baseline; another machine's newest records, 2x slower; a feature branch."""
+    records = [
+        *(run(s, "a" * 40, f"2026-11-01T00:0{s}", 1.3) for s in range(3)),
+        *(run(s, "b" * 40, f"2026-11-02T00:0{s}") for s in range(3)),
+        run(0, "c" * 40, "2026-11-03T00:00", 1.0, status="failed"),
+        run(1, "d" * 40, "2026-11-04T00:00", 1.5, dirty=True),
+        *(run(s, "e" * 40, f"2026-11-05T00:0{s}", 2.0, machine="runner-b") for s in range(3)),
+        *(run(s, "f" * 40, f"2026-11-06T00:0{s}", 1.3, branch="feature") for s in range(3)),
+    ]
+    for record in records:
+        write(tmp_path / "store" / f"{record['run_id']}.json", record)
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def candidate(tmp_path: Path) -> str:
+    for seed in range(3):
+        write(tmp_path / "cand" / f"c{seed}.json", run(10 + seed, "9" * 40, "2026-11-07"))
+    return str(tmp_path / "cand")
+
+
+def test_latest_good_result_on_the_branch_is_the_baseline(store: Path, candidate: str,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    assert main(["compare", str(store), candidate, "--baseline-branch", "main"]) == 0
+    err = capsys.readouterr().err
+    assert f"runner-a, latest on main: commit {'b' * 12} (3 records" in err
+
+
+def test_a_commit_prefix_picks_that_commit_and_its_slower_code_passes(
+        store: Path, candidate: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(store), candidate, "--baseline-commit", "aaaaaaa"]) == 0
+    assert f"at commit {'a' * 12}" in capsys.readouterr().err
+
+
+def test_the_feature_branch_baseline_is_faster_code_so_the_candidate_passes_or_regresses(
+        store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    slow = tmp_path / "slow"
+    for seed in range(3):
+        write(slow / f"s{seed}.json", run(20 + seed, "9" * 40, "2026-11-07", 1.3))
+    assert main(["compare", str(store), str(slow), "--baseline-branch", "main"]) == 1
+    assert "regression" in last_line(capsys.readouterr().out).lower()
+    assert main(["compare", str(store), str(slow), "--baseline-branch", "feature"]) == 0
+
+
+def test_pooling_the_whole_store_is_named_in_a_warning(store: Path, candidate: str,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    """Without a selector the other machine's records pool into the baseline."""
+    main(["compare", str(store), candidate])
+    err = capsys.readouterr().err
+    assert "the baseline pools the records of 2 machines (runner-a; runner-b)" in err
+    assert "5 commits" in err
+
+
+def test_no_record_of_the_machine_or_commit_or_branch_is_exit_2(
+        store: Path, tmp_path: Path, candidate: str, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other"
+    write(other / "x.json", run(30, "9" * 40, "2026-11-07", machine="runner-z"))
+    assert main(["compare", str(store), str(other), "--baseline-branch", "main"]) == 2
+    assert "no successful record of the candidate's machine (runner-z)" in \
+        capsys.readouterr().err
+    assert main(["compare", str(store), candidate, "--baseline-commit", "1234567"]) == 2
+    assert "at commit 1234567" in capsys.readouterr().err
+    assert main(["compare", str(store), candidate, "--baseline-branch", "nope"]) == 2
+    assert "branches: feature, main" in capsys.readouterr().err
+    assert main(["compare", str(store), candidate, "--baseline-commit", "xyz"]) == 2
+
+
+def test_merge_base_comes_from_git(store: Path, candidate: str, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    git("init", "-q", "-b", "main")
+    git("commit", "-q", "--allow-empty", "-m", "base")
+    base = git("rev-parse", "HEAD")
+    git("checkout", "-q", "-b", "topic")
+    git("commit", "-q", "--allow-empty", "-m", "change")
+    for path in store.glob("b*.json"):
+        path.write_text(path.read_text().replace("b" * 40, base))
+    monkeypatch.chdir(repo)
+    assert main(["compare", str(store), candidate, "--baseline-merge-base", "main"]) == 0
+    assert f"at commit {base[:12]}" in capsys.readouterr().err
+    assert main(["compare", str(store), candidate, "--baseline-merge-base", "no-such"]) == 2
+    assert "--baseline-merge-base no-such" in capsys.readouterr().err
