@@ -19,14 +19,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-effect", type=percentage, default=5.0,
                         help="smallest step reported, in percent (default 5)")
     parser.add_argument("--json", dest="json_file", help="also write the series and steps here")
+    parser.add_argument("-o", "--output", metavar="FILE.html",
+                        help="also write a page of trend plots with the change points marked")
 
 
 def command(args: argparse.Namespace) -> int:
     from harness.compare.history import ALPHA, build_series, render
     from harness.core.errors import EXIT_NOTHING_COMPARED, EXIT_OK
-    from harness.core.files import write_atomic
+    from harness.core.files import check_output_file, write_atomic
     from harness.records.inputs import load_inputs
 
+    page = check_output_file(args.output, "-o") if getattr(args, "output", None) else None
     loaded = load_inputs(args.paths)
     for warning in loaded.warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -40,4 +43,11 @@ def command(args: argparse.Namespace) -> int:
             "points": [{"label": p.label, "when": p.when, "values": p.values}
                        for p in s.points],
             "steps": [step.as_dict() for step in s.steps]} for s in series], indent=1) + "\n")
+    if page is not None:
+        from harness.publish.trends import history_page, unit_of
+
+        command = " ".join(["dtbench history", *args.paths, "--metric", args.metric,
+                            *(f"-w {w}" for w in args.workload or ()), "-o", str(page)])
+        write_atomic(page, history_page(series, args.metric, command,
+                                              unit_of(records, args.metric)))
     return EXIT_OK if series else EXIT_NOTHING_COMPARED

@@ -40,7 +40,7 @@ def _text(value: str, limit: int = 60) -> str:
     return clean_text(value, limit).replace("$", r"\$")
 
 
-def _unit(records: list[dict[str, Any]], metric: str) -> str:
+def unit_of(records: list[dict[str, Any]], metric: str) -> str:
     for record in records:
         for entry in record.get("metrics") or []:
             if isinstance(entry, dict) and entry.get("name") == metric:
@@ -96,7 +96,7 @@ def trends(records: list[dict[str, Any]], min_effect: float = MIN_EFFECT) -> lis
             png = None
             if any(len(one.points) >= 2 for one in series):
                 values = [v for one in series for p in one.points for v in p.values]
-                png = _draw(series, heading, choose_scale(metric, _unit(records, metric),
+                png = _draw(series, heading, choose_scale(metric, unit_of(records, metric),
                                                           values))
             found.append(Trend(metric, heading, series, png))
     return found
@@ -120,3 +120,42 @@ def steps_table(found: list[Trend]) -> Table:
                                                  "first after", "change", "95% CI", "p",
                                                  "verdict"],
                  rows=rows, numeric=[False] * 4 + [True, False, True, False])
+
+
+def history_page(series: list[Series], heading: str, command: str, unit: str = "") -> str:
+    """`dtbench history -o FILE.html`: one self-contained page, a trend plot per machine and
+    workload (a line per experiment, change points dashed) and the table of steps."""
+    import base64
+    from html import escape
+
+    from harness.report.html import CSP, STYLE, render_table
+
+    def e(text: str) -> str:
+        return escape(text, quote=True)
+
+    groups: dict[tuple[str, str], list[Series]] = {}
+    for one in series:
+        groups.setdefault((one.machine, one.experiment.split(" ")[0]), []).append(one)
+    lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
+             f"<title>dtbench history: {e(heading)}</title>", f"<style>{STYLE}</style>",
+             "</head>", "<body>", f"<h1>dtbench history: {e(heading)}</h1>",
+             f"<p>Regenerate with: <code>{e(command)}</code></p>"]
+    with style.context("default"):
+        for (machine, workload), members in sorted(groups.items()):
+            lines.append(f"<h2>{e(machine)}: {e(workload)}</h2>")
+            if not any(len(one.points) >= 2 for one in members):
+                lines.append('<p class="note">One commit only: no trend yet.</p>')
+                continue
+            values = [v for one in members for p in one.points for v in p.values]
+            png = _draw(members, heading, choose_scale(members[0].metric, unit, values))
+            lines += ["<figure>", f'<img alt="{e(heading)} of {e(workload)} on {e(machine)} '
+                      'over commits" src="data:image/png;base64,'
+                      f'{base64.b64encode(png).decode("ascii")}">',
+                      f"<figcaption>{e(workload)} on {e(machine)}: {e(heading)} per commit "
+                      "(median, dots: every run); dashed: a change point.</figcaption>",
+                      "</figure>"]
+    table = steps_table([Trend(series[0].metric if series else "", heading, series, None)])
+    lines += [f"<h2>{e(table.title)}</h2>"]
+    lines += render_table(table) if table.rows else ['<p class="note">No change point.</p>']
+    return "\n".join([*lines, "</body>", "</html>"]) + "\n"

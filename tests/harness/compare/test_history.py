@@ -74,3 +74,15 @@ def test_history_command_finds_the_step_per_machine(tmp_path: Path, capsys) -> N
     assert "box-a" in text and "06aaaaaaaaaa" in text and "regression" in text
     written = json.loads(out_json.read_text())
     assert {s["machine"]: len(s["steps"]) for s in written} == {"box-a": 1, "box-b": 0}
+    page = tmp_path / "history.html"
+    assert main(["history", str(tmp_path / "records.json"), "-o", str(page)]) == 0
+    html = page.read_text()
+    # a plot per machine (one workload each), the step in the table, nothing external
+    assert html.count('<img alt="throughput of hep_cnn') == 2
+    assert "<h2>box-a: hep_cnn</h2>" in html and "05aaaaaaaaaa" in html
+    assert "http" not in html.replace("http-equiv", "")
+
+
+def test_history_page_to_a_missing_directory_is_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["history", str(tmp_path), "-o", str(tmp_path / "no" / "h.html")]) == 2
+    assert "does not exist" in capsys.readouterr().err
