@@ -27,14 +27,17 @@ def command(args: argparse.Namespace) -> int:
     from harness.compare.history import ALPHA, build_series, render
     from harness.core.errors import EXIT_NOTHING_COMPARED, EXIT_OK
     from harness.core.files import check_output_file, write_atomic
-    from harness.records.inputs import load_inputs
+    from harness.records.inputs import catalog_inputs
+    from harness.records.summary import INDEXED_METRICS
 
     page = check_output_file(args.output, "-o") if getattr(args, "output", None) else None
-    loaded = load_inputs(args.paths)
-    for warning in loaded.warnings:
+    catalog = catalog_inputs(args.paths)
+    rows = [row for row in catalog.rows if not args.workload or row.get("workload") in
+            args.workload]
+    # The index holds the headline metrics: their series need no record parsed.
+    records = catalog.summaries(rows) if args.metric in INDEXED_METRICS else catalog.load(rows)
+    for warning in catalog.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    records = [r for r in loaded.records
-               if not args.workload or (r.get("spec") or {}).get("workload") in args.workload]
     series = build_series(records, args.metric, args.min_effect / 100.0, ALPHA)
     sys.stdout.write(render(series))
     if args.json_file:

@@ -52,20 +52,20 @@ def _replace(built: Path, target: Path) -> None:
 def command(args: argparse.Namespace) -> int:
     from harness.core.errors import EXIT_OK, UsageError
     from harness.publish.site import Builder
-    from harness.records.inputs import load_inputs
+    from harness.records.inputs import catalog_inputs
     from harness.report.view import clean_text
 
     target = check_directory(args.output)
-    loaded = load_inputs(list(args.paths))
-    for warning in loaded.warnings:
+    catalog = catalog_inputs(list(args.paths))
+    for warning in catalog.warnings:
         print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
-    if not loaded.records:
+    if not catalog.rows:
         raise UsageError(f"no records in {clean_text(' '.join(args.paths))}")
 
     def progress(text: str) -> None:
         print(f"dtbench: publish: {clean_text(text)}", file=sys.stderr, flush=True)
 
-    progress(f"{len(loaded.records)} record(s) -> {args.output}")
+    progress(f"{len(catalog.rows)} record(s) -> {args.output}")
     regenerate = clean_text(shlex.join(["dtbench", "publish", *args.paths, "-o", args.output]),
                             None)
     parent = target.resolve().parent
@@ -75,7 +75,7 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output}: cannot write in {parent} "
                          f"({exc.strerror or exc})") from None
     try:
-        site = Builder(loaded.records, built, regenerate=regenerate, progress=progress).build()
+        site = Builder(catalog, built, regenerate=regenerate, progress=progress).build()
         (built / MARKER).write_text("written by dtbench publish; the directory is replaced "
                                     "whole when it publishes again\n", encoding="utf-8")
         built.chmod(0o777 & ~_umask())

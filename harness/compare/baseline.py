@@ -66,6 +66,11 @@ def candidate_machine(candidate: list[dict[str, Any]]) -> str:
     return machines[0]
 
 
+def _experiment(record: Mapping[str, Any]) -> Any:
+    """The experiment a record measured: its spec_key, else its spec's identity."""
+    return record.get("spec_key") or fields_key(dict(record))
+
+
 def _commits(records: list[dict[str, Any]]) -> str:
     seen = dict.fromkeys(str(code_of(r).get("commit") or "?")[:12] for r in records)
     return ", ".join(seen)
@@ -96,10 +101,10 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
         branches = sorted({str(code_of(r).get("branch")) for r in mine})
         raise UsageError(f"{source}: no successful record of {machine} on branch {branch} "
                          f"(branches: {', '.join(branches)})")
-    latest: dict[tuple[str, ...], str] = {}
+    latest: dict[Any, str] = {}
     for record in sorted(on_branch, key=lambda r: str(r.get("created_at", "")), reverse=True):
-        latest.setdefault(fields_key(record), str(code_of(record).get("commit")))
-    chosen = [r for r in on_branch if latest[fields_key(r)] == str(code_of(r).get("commit"))]
+        latest.setdefault(_experiment(record), str(code_of(record).get("commit")))
+    chosen = [r for r in on_branch if latest[_experiment(r)] == str(code_of(r).get("commit"))]
     return Selection(chosen, f"baseline: {machine}, latest on {branch}: commit "
                      f"{_commits(chosen)} ({len(chosen)} records of {source})")
 

@@ -130,11 +130,13 @@ def trajectory_command(args: argparse.Namespace) -> int:
     return EXIT_OK if found.same else EXIT_FAILED
 
 
-def chosen_baseline(args: argparse.Namespace, base_all: list[dict[str, Any]],
-                    cand_all: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
+                    ) -> list[dict[str, Any]]:
     """The baseline side: every record given, or those --baseline-branch, --baseline-commit
-    or --baseline-merge-base choose from the store for the candidate's machine."""
+    or --baseline-merge-base choose from the store for the candidate's machine (chosen from
+    the store's index: only the chosen records are read)."""
     from harness.compare.baseline import merge_base, pooled, select_baseline
+    from harness.records.inputs import catalog_inputs
 
     branch = getattr(args, "baseline_branch", None)
     commit = getattr(args, "baseline_commit", None)
@@ -145,13 +147,19 @@ def chosen_baseline(args: argparse.Namespace, base_all: list[dict[str, Any]],
                                  any(c not in "0123456789abcdefABCDEF" for c in commit)):
         raise UsageError(f"--baseline-commit {commit}: expected at least 7 hex digits")
     if branch is None and commit is None:
+        base_all = load_all(args.baseline)
         note = pooled([r for r in base_all if r.get("status") == "success"], "the baseline")
         if note:
             warn(note)
         return base_all
-    selection = select_baseline(base_all, cand_all, shown(args.baseline), commit, branch)
+    catalog = catalog_inputs([args.baseline])
+    for message in catalog.warnings:
+        warn(message)
+    summaries = catalog.summaries()
+    selection = select_baseline(summaries, cand_all, shown(args.baseline), commit, branch)
+    chosen = {record["run_id"] for record in selection.records}
     print(f"dtbench: {selection.description}", file=sys.stderr)
-    return selection.records
+    return catalog.load([row for row in catalog.rows if row["run_id"] in chosen])
 
 
 def command(args: argparse.Namespace) -> int:
@@ -159,8 +167,8 @@ def command(args: argparse.Namespace) -> int:
         return trajectory_command(args)
     target = check_output_file(args.json_file, "--json") if args.json_file else None
     match_on = parse_match_on(getattr(args, "match_on", None))
-    base_all, cand_all = load_all(args.baseline), load_all(args.candidate)
-    base_all = chosen_baseline(args, base_all, cand_all)
+    cand_all = load_all(args.candidate)
+    base_all = chosen_baseline(args, cand_all)
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
     comparison = compare_records(baseline, candidate, float(args.threshold), match_on)

@@ -152,7 +152,7 @@ def build_series(records: Iterable[dict[str, Any]], metric_name: str,
     series = []
     for (machine, key), group in sorted(groups.items()):
         points = sorted(group["points"].values(), key=lambda p: p.when)
-        one = Series(machine, f"{_experiment(group['spec'])} [{key[:8]}]", metric_name,
+        one = Series(machine, f"{_experiment(group['spec'])} [{key[1][:8]}]", metric_name,
                      bool(group["higher"]), points)
         one.steps = detect(points, min_effect, alpha)
         series.append(one)

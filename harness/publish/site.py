@@ -1,6 +1,10 @@
-"""The pages of the published site from loaded records: an index of machines and workloads,
-a page per machine (latest results, trends over commits, its records), a page per workload
-(machines side by side), and every record's JSON under records/.
+"""The pages of the published site from a catalog of records: an index of machines and
+workloads, a page per machine (latest results, trends over commits, its records), a page per
+workload (machines side by side), and every record's JSON under records/.
+
+Only the latest records of each machine's experiments are loaded in full (the tables); the
+trends, counts and record lists come from the stores' index rows, and the raw records are
+copied as stored, so a store of 100,000 records is published without parsing them all.
 
 Tables are the report's (harness/report) written by its HTML table writer, with links and
 sorting added; every text from a record is escaped there. File names come from the records
@@ -11,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +24,8 @@ from typing import Any
 from harness.core.errors import UsageError
 from harness.publish.page import e, render_page
 from harness.publish.trends import steps_table, trends
+from harness.records.inputs import Catalog
+from harness.records.summary import latest_rows
 from harness.report.html import render_table
 from harness.report.machines import SYSTEM_COLUMNS, by_machine, experiment, systems_table
 from harness.report.model import Table
@@ -54,11 +61,13 @@ class Names:
 
 @dataclass
 class Entry:
-    """A record with its view and the file its JSON is copied to."""
+    """A record (slim, from the index, unless loaded in full) with its view, the catalog row
+    it came from and the file its JSON is copied to."""
 
     record: dict[str, Any]
     view: RecordView
     file: str
+    row: dict[str, Any]
 
     @property
     def training(self) -> bool:
@@ -140,16 +149,24 @@ def latest_table(entries: list[Entry]) -> tuple[Table, list[Entry]]:
 class Builder:
     """Writes the site's pages and records into `out` (an empty directory)."""
 
-    def __init__(self, records: list[dict[str, Any]], out: Path, *, regenerate: str,
+    def __init__(self, catalog: Catalog, out: Path, *, regenerate: str,
                  progress: Callable[[str], None]) -> None:
         self.out = out
         self.regenerate = regenerate
         self.progress = progress
+        self.catalog = catalog
+        progress(f"loading the latest of {len(catalog.rows)} record(s)")
+        full = {record["run_id"]: record for record in catalog.load(latest_rows(catalog.rows))}
         names = Names()
-        pairs = sorted(((RecordView.of(r), r) for r in records),
-                       key=lambda pair: sort_key(pair[0]))
-        self.entries = [Entry(record, view, names(view.run_id or "record"))
-                        for view, record in pairs]
+        made = []
+        for row, slim in zip(catalog.rows, catalog.summaries(), strict=True):
+            record = full.get(row["run_id"], slim)
+            made.append((RecordView.of(record), record, row))
+        made.sort(key=lambda item: sort_key(item[0]))
+        self.entries = [Entry(record, view, names(view.run_id or "record"), row)
+                        for view, record, row in made]
+        # the entries loaded in full: tables with intervals, systems, machines side by side
+        self.full = [entry for entry in self.entries if entry.view.run_id in full]
         self.machines = sorted({entry.view.machine_label for entry in self.entries})
         self.workloads = sorted({entry.view.workload for entry in self.entries
                                  if entry.training})
@@ -168,10 +185,29 @@ class Builder:
             path.write_text(data, encoding="utf-8")
         self.files.append(relative)
 
-    def build(self) -> Site:
+    def copy_records(self) -> None:
+        """Every record's JSON as it was stored (a directory store's file, a server's
+        document, a file input's record)."""
+        self.progress(f"copying {len(self.entries)} record(s)")
+        (self.out / "records").mkdir(parents=True, exist_ok=True)
+        servers: dict[int, tuple[Any, dict[str, str]]] = {}
         for entry in self.entries:
-            self.write(f"records/{entry.file}.json",
-                       json.dumps(entry.record, indent=1, ensure_ascii=True) + "\n")
+            relative = f"records/{entry.file}.json"
+            store = entry.row.get("_store")
+            if store is None:
+                self.write(relative, json.dumps(entry.record, indent=1, ensure_ascii=True)
+                           + "\n")
+            elif isinstance(getattr(store, "root", None), Path):
+                shutil.copyfile(store.root / entry.row["path"], self.out / relative)
+                self.files.append(relative)
+            else:
+                servers.setdefault(id(store), (store, {}))[1][entry.view.run_id] = relative
+        for store, wanted in servers.values():
+            for run_id, text in store.record_texts(list(wanted)):
+                self.write(wanted[run_id], text + "\n")
+
+    def build(self) -> Site:
+        self.copy_records()
         self.write("index.html", self.index())
         for number, label in enumerate(self.machines, 1):
             self.progress(f"machine {number}/{len(self.machines)}: {label}")
@@ -186,9 +222,8 @@ class Builder:
                 for r, label in enumerate(labels) if label in self.machine_file}
 
     def index(self) -> str:
-        views = [entry.view for entry in self.entries]
-        systems = systems_table(views)
-        labels = sorted({view.machine_label for view in views})
+        systems = systems_table([entry.view for entry in self.full])
+        labels = sorted({entry.view.machine_label for entry in self.full})
         for row, label in zip(systems.rows, labels, strict=True):
             mine = [entry for entry in self.entries if entry.view.machine_label == label]
             row += [str(len(mine)), *_dates(mine)]
@@ -216,12 +251,15 @@ class Builder:
 
     def machine_page(self, label: str) -> str:
         mine = [entry for entry in self.entries if entry.view.machine_label == label]
-        latest, chosen = latest_table(mine)
+        latest, chosen = latest_table([entry for entry in self.full
+                                       if entry.view.machine_label == label])
         links = {(r, 0): f"../workloads/{self.workload_file[entry.view.workload]}.html"
                  for r, entry in enumerate(chosen)}
         links.update({(r, len(latest.columns) - 1): f"../records/{entry.file}.json"
                       for r, entry in enumerate(chosen)})
-        body = [*_section("System", systems_table([entry.view for entry in mine]), "system"),
+        body = [*_section("System", systems_table([entry.view for entry in self.full
+                                                   if entry.view.machine_label == label]),
+                          "system"),
                 *_section("Latest results", latest, "latest", links=links,
                           intro="The newest record of each experiment. Values are medians; "
                           "brackets hold the 95% confidence interval of the median where "
@@ -265,7 +303,8 @@ class Builder:
             f'<a href="../machines/{e(self.machine_file[label])}.html">{e(label)}</a>'
             for label in labels) + "</p>"]
         try:
-            report = by_machine([entry.view for entry in mine], None, summary="",
+            report = by_machine([entry.view for entry in self.full if entry.training
+                                 and entry.view.workload == name], None, summary="",
                                 regenerate="")
         except UsageError:
             body.append('<p class="note">No successful record: nothing to compare.</p>')

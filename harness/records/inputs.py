@@ -99,3 +99,105 @@ def load_inputs(paths: list[str]) -> Loaded:
             unique.append(record)
     loaded.records = unique
     return loaded
+
+
+@dataclass
+class Catalog:
+    """Every record of the inputs as one row of index columns (stores answer from their index,
+    so no record is parsed), and `load` for the full records of chosen rows. A row of a file
+    input carries its record under "_record"; a row of a store names the store under "_store"."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def load(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The full records of `rows`, in their order (rows whose file or server row has gone
+        since are skipped with a warning)."""
+        by_store: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+        for row in rows:
+            if "_store" in row:
+                by_store.setdefault(id(row["_store"]), (row["_store"], []))[1].append(row)
+        loaded: dict[str, dict[str, Any]] = {}
+        for store, members in by_store.values():
+            for record in store.load_rows(members, self.warnings):
+                loaded[record["run_id"]] = record
+        return [row["_record"] if "_record" in row else loaded[row["run_id"]]
+                for row in rows if "_record" in row or row["run_id"] in loaded]
+
+    def summaries(self, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Slim records of the rows (see summary.summary_record)."""
+        from harness.records.store import SPEC_COLUMNS
+        from harness.records.summary import summary_record
+
+        return [summary_record(row, SPEC_COLUMNS) for row in
+                (self.rows if rows is None else rows)]
+
+
+def _row_of_record(record: dict[str, Any]) -> dict[str, Any]:
+    from harness.records.store import SPEC_COLUMNS
+    from harness.records.summary import summary_cells
+
+    spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+    return {"run_id": record["run_id"], "path": None, "created_at": record.get("created_at"),
+            "status": record.get("status"), "spec_key": record.get("spec_key"),
+            **{name: spec.get(name) for name in SPEC_COLUMNS}, **summary_cells(record),
+            "_record": record}
+
+
+def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]] | None:
+    """A store's rows from its index, or None where the index cannot serve (a directory
+    that takes no index file: its records are then read one by one)."""
+    import sqlite3
+
+    from harness.records.pgstore import StoreError, StoreUnreachable
+
+    try:
+        rows = store.summary_rows()
+    except (StoreUnreachable, StoreError) as exc:
+        raise UsageError(str(exc)) from None
+    except (OSError, sqlite3.Error):
+        return None
+    for row in rows:
+        row["_store"] = store
+    catalog.sources.append(shown)
+    return rows
+
+
+def catalog_inputs(paths: list[str]) -> Catalog:
+    """The catalog of record files, `--json` lists, directory stores and store URLs, each run
+    once (the first input that holds it wins), as load_inputs reads them."""
+    from harness.records.stores import open_store
+
+    catalog = Catalog()
+    found: list[dict[str, Any]] = []
+    for name in paths:
+        path = Path(name)
+        if is_store_url(name):
+            server = open_store(name)
+            found += _store_rows(server, server.shown, catalog) or []
+            continue
+        if path.is_dir():
+            store = Store(path)
+            rows = _store_rows(store, name, catalog)
+            if rows is not None:
+                found += rows
+                indexed = {row["path"] for row in rows}
+                # what the index leaves out: damaged files and --json lists (warned, or read)
+                rest = [p for p in store.record_paths() if store._relative(p) not in indexed]
+                loose = Loaded()
+                for record_path in rest:
+                    load_file(record_path, loose)
+                catalog.warnings += loose.warnings
+                found += [_row_of_record(record) for record in loose.records]
+                continue
+        loaded = load_inputs([name])
+        catalog.warnings += loaded.warnings
+        catalog.sources += loaded.sources
+        found += [_row_of_record(record) for record in loaded.records]
+    seen: set[str] = set()
+    for row in found:
+        if row["run_id"] not in seen:
+            seen.add(row["run_id"])
+            catalog.rows.append(row)
+    return catalog

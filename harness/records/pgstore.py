@@ -14,13 +14,20 @@ from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
 from harness.records.record import check_record, validate_record
-from harness.records.store import BASELINE_COLUMNS, COLUMNS, SPEC_COLUMNS, choose_baseline
+from harness.records.store import (
+    BASELINE_COLUMNS,
+    COLUMNS,
+    SPEC_COLUMNS,
+    STAMP_COLUMNS,
+    choose_baseline,
+)
 from harness.records.storeurl import redact, scrub
+from harness.records.summary import REAL_SUMMARY, SUMMARY_COLUMNS, summary_cells
 
 TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
 # Columns holding integers; the others hold text (what the directory index holds there).
-INTEGER_COLUMNS = frozenset({"world_size"})
+INTEGER_COLUMNS = frozenset({"world_size", "code_dirty", *STAMP_COLUMNS})
 # An arbitrary constant: the advisory lock that serializes creating and upgrading the table.
 _SCHEMA_LOCK = 0x64746265
 # Connection failures that are the caller's to fix, not a server that is away.
@@ -51,6 +58,8 @@ def _psycopg() -> Any:
 
 
 def _column_type(name: str) -> str:
+    if name in REAL_SUMMARY:
+        return "double precision"
     return "bigint" if name in INTEGER_COLUMNS else "text"
 
 
@@ -58,6 +67,8 @@ def _cell(name: str, value: Any) -> Any:
     """A value the column can hold: lists, huge integers and NUL characters are left out."""
     if value is None or isinstance(value, (dict, list)):
         return None
+    if name in REAL_SUMMARY:
+        return float(value) if isinstance(value, int | float) else None
     if name in INTEGER_COLUMNS:
         if isinstance(value, bool) or not isinstance(value, int) \
                 or not -2**63 <= value < 2**63:
@@ -73,7 +84,7 @@ def row_of(record: dict[str, Any]) -> tuple[Any, ...]:
     values = {"run_id": record["run_id"], "path": f"{record['run_id']}.json",
               "created_at": record.get("created_at"), "status": record.get("status"),
               "spec_key": record.get("spec_key"),
-              **{name: spec.get(name) for name in SPEC_COLUMNS}}
+              **{name: spec.get(name) for name in SPEC_COLUMNS}, **summary_cells(record)}
     return tuple(_cell(name, values.get(name)) for name in COLUMNS)
 
 
@@ -154,18 +165,35 @@ class PostgresStore:
                 present = {row[0] for row in connection.execute(
                     "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                     "AND table_schema = current_schema()", (TABLE,))}
-                for name in (n for n in COLUMNS if n not in present):
+                added = [n for n in COLUMNS if n not in present]
+                for name in added:
                     connection.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} "
                                        f"{_column_type(name)}")
+                    if name in SUMMARY_COLUMNS or name in STAMP_COLUMNS:
+                        continue  # filled below, or empty (a server row has no file)
                     source = "record->'spec'" if name in SPEC_COLUMNS else "record"
                     cast = "::bigint" if name in INTEGER_COLUMNS else ""
                     value = f"({source}->>'{name}'){cast}" if name != "path" \
                         else "run_id || '.json'"
                     connection.execute(f"UPDATE {TABLE} SET {name} = {value}")
+                if present and any(name in SUMMARY_COLUMNS for name in added):
+                    self._fill_summaries(connection)
                 connection.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_spec_key "
                                    f"ON {TABLE} (spec_key, status)")
         except psycopg.Error as exc:
             raise self._failure(exc, "creating the table") from None
+
+    @staticmethod
+    def _fill_summaries(connection: Any) -> None:
+        """The summary columns of a table written by an older dtbench, from its records."""
+        rows = connection.execute(f"SELECT run_id, record FROM {TABLE}").fetchall()
+        assignments = ", ".join(f"{name} = %s" for name in SUMMARY_COLUMNS)
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {TABLE} SET {assignments} WHERE run_id = %s",
+                [(*(_cell(name, cells[name]) for name in SUMMARY_COLUMNS), run_id)
+                 for run_id, document in rows if isinstance(document, dict)
+                 for cells in (summary_cells(document),)])
 
     # -- the Store interface
 
@@ -246,6 +274,38 @@ class PostgresStore:
             except SchemaError as exc:
                 if warnings is not None:
                     warnings.append(f"skipped {exc}")
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """Every stored record as its row of index columns (columns by name)."""
+        return self._run("reading the index", lambda connection: [
+            dict(zip(COLUMNS, row, strict=True)) for row in connection.execute(
+                f"SELECT {', '.join(COLUMNS)} FROM {TABLE}")])
+
+    def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
+                  ) -> Iterator[dict[str, Any]]:
+        """The records of index rows, in full. Every row was validated when added (add and
+        add_new validate), so the documents are only parsed: as text, which json reads
+        faster than psycopg builds jsonb."""
+        wanted = [row["run_id"] for row in rows]
+        for start in range(0, len(wanted), 1000):
+            chunk = wanted[start:start + 1000]
+            found = self._run("reading records", lambda connection, chunk=chunk: connection.execute(
+                f"SELECT run_id, record::text FROM {TABLE} WHERE run_id = ANY(%s)",
+                (chunk,)).fetchall())
+            texts = dict(found)
+            for run_id in chunk:
+                if run_id in texts:
+                    yield json.loads(texts[run_id])
+                elif warnings is not None:
+                    warnings.append(f"skipped {self.shown} run {run_id}: gone from the server")
+
+    def record_texts(self, run_ids: list[str]) -> Iterator[tuple[str, str]]:
+        """(run_id, the record as JSON text) of each stored run among run_ids."""
+        for start in range(0, len(run_ids), 1000):
+            chunk = run_ids[start:start + 1000]
+            yield from self._run("reading records", lambda connection, chunk=chunk:
+                                 connection.execute(f"SELECT run_id, record::text FROM {TABLE} "
+                                                    "WHERE run_id = ANY(%s)", (chunk,)).fetchall())
 
     def find_baseline(self, spec: Any) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank

@@ -17,14 +17,20 @@ from harness.core.fields import baseline_columns, store_columns
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
+from harness.core.text import one_line
 from harness.records.machine import machine_label
 from harness.records.record import load_record, validate_record
+from harness.records.summary import SUMMARY_COLUMNS, summary_cells
 
 INDEX_NAME = "index.sqlite"
 BUSY_TIMEOUT_S = 60
 # The spec's columns are those its fields declare; an index with other columns is rebuilt.
 SPEC_COLUMNS = store_columns(RUN_FIELDS)
-COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key")
+# The file's size and modification time when indexed: a file that still has them was validated
+# then, and is only parsed when a command loads it.
+STAMP_COLUMNS = ("file_bytes", "file_mtime_ns")
+COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key",
+           *SUMMARY_COLUMNS, *STAMP_COLUMNS)
 # What a one-rank scaling baseline shares with the run it is the baseline of.
 BASELINE_COLUMNS = baseline_columns(RUN_FIELDS)
 
@@ -82,6 +88,14 @@ def record_folder(record: dict[str, Any]) -> str:
     commit = code.get("commit") if isinstance(code.get("commit"), str) else None
     version = commit[:12] if commit else str(record.get("created_at", ""))[:10]
     return f"{_slug(label)}/{_slug(version)}"
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 def choose_baseline(candidates: Iterable[dict[str, Any]], spec: Any) -> dict[str, Any] | None:
@@ -147,9 +161,12 @@ class Store:
 
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
         spec = record.get("spec", {})
+        summary = summary_cells(record)
+        stat = path.stat()
         return tuple(_cell(value) for value in (
             record["run_id"], self._relative(path), record["created_at"], record["status"],
-            *(spec.get(name) for name in SPEC_COLUMNS), record.get("spec_key")))
+            *(spec.get(name) for name in SPEC_COLUMNS), record.get("spec_key"),
+            *(summary[name] for name in SUMMARY_COLUMNS), stat.st_size, stat.st_mtime_ns))
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
         with self._connect() as connection:
@@ -251,20 +268,27 @@ class Store:
 
     def reconcile_index(self) -> int:
         """Bring the index in line with the record files, in place: rows for files it lacks
-        (a store copied without its index, a crash between file and row), none for files
-        that are gone. Concurrent writers keep their rows (nothing is dropped and rebuilt);
-        an unreadable index is rebuilt. Returns how many rows changed."""
+        (a store copied without its index, a crash between file and row) or whose size or
+        time changed since, none for files that are gone. Concurrent writers keep their rows
+        (nothing is dropped and rebuilt); an unreadable index is rebuilt. Returns how many
+        rows changed."""
         try:
             connection = self._connect()
             try:
-                indexed = {row[0] for row in connection.execute("SELECT path FROM runs")}
+                indexed = {row[0]: tuple(row[1:]) for row in connection.execute(
+                    f"SELECT path, {', '.join(STAMP_COLUMNS)} FROM runs")}
             finally:
                 connection.close()
         except sqlite3.DatabaseError:
             return self.rebuild_index()
         paths = {self._relative(p): p for p in self.record_paths()}
-        rows = self._rows([paths[name] for name in sorted(set(paths) - indexed)])
-        gone = sorted(indexed - set(paths))
+        changed = [name for name, path in paths.items()
+                   if name not in indexed or indexed[name] != _stamp(path)]
+        rows = self._rows([paths[name] for name in sorted(changed)])
+        # gone: files deleted, and indexed files changed into something that is no record
+        kept = {row[1] for row in rows}
+        gone = sorted((set(indexed) - set(paths)) | {n for n in changed
+                                                     if n in indexed and n not in kept})
         if rows:
             self._index(rows)
         if gone:
@@ -272,6 +296,32 @@ class Store:
                 connection.executemany("DELETE FROM runs WHERE path = ?", [(n,) for n in gone])
             connection.close()
         return len(rows) + len(gone)
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """Every indexed record as a row of the index (columns by name), after bringing the
+        index in line with the files."""
+        self.reconcile_index()
+        connection = self._connect()
+        try:
+            cursor = connection.execute(f"SELECT {', '.join(COLUMNS)} FROM runs")
+            return [dict(zip(COLUMNS, row, strict=True)) for row in cursor]
+        finally:
+            connection.close()
+
+    def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
+                  ) -> Iterator[dict[str, Any]]:
+        """The records of index rows, in full: a file with the size and time it was indexed
+        with (and validated at) is parsed only; any other is validated again."""
+        for row in rows:
+            path = self.root / row["path"]
+            try:
+                if _stamp(path) == (row.get("file_bytes"), row.get("file_mtime_ns")):
+                    yield json.loads(path.read_bytes())
+                else:
+                    yield load_record(path)
+            except (OSError, ValueError, SchemaError) as exc:
+                if warnings is not None:
+                    warnings.append(f"skipped {one_line(str(exc), 300)}")
 
     def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
-from harness.records.inputs import Loaded, load_inputs
+from harness.records.inputs import Loaded, catalog_inputs
 from harness.records.storeurl import is_store_url, redact
+from harness.records.summary import latest_rows
 from harness.report import csv_format, html, markdown
 from harness.report.kernels import kernel_section
 from harness.report.predictions import prediction_tables
-from harness.report.tables import Section, build_report, regenerate_command
+from harness.report.tables import Section, build_report, older_note, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
 
 FORMATS = ("md", "html", "csv")
@@ -43,15 +44,16 @@ def check_output(output: str | None) -> Path | None:
 
 
 def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str,
-           by: str | None = None, reference: str | None = None) -> str:
-    """The report of the loaded records in one format."""
+           by: str | None = None, reference: str | None = None, older: int = 0) -> str:
+    """The report of the loaded records in one format (`older`: how many records were left
+    out as older than their experiment's latest)."""
     views: list[RecordView] = views_of(loaded.records)
     if by == "machine":
-        return _render_by_machine(views, fmt, reference, paths, regenerate)
+        return _render_by_machine(views, fmt, reference, paths, regenerate, older)
     if fmt == "csv":
         return csv_format.render(views)
     report = build_report(views, paths=paths, files=loaded.sources, skipped=loaded.warnings,
-                          regenerate=regenerate)
+                          regenerate=regenerate, older=older)
     kernels = kernel_section(views)
     if kernels is not None:
         report.sections.append(kernels)
@@ -64,7 +66,7 @@ def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str,
 
 
 def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
-                       paths: list[str], regenerate: str) -> str:
+                       paths: list[str], regenerate: str, older: int = 0) -> str:
     from harness.report import machines
 
     if fmt == "csv":
@@ -76,7 +78,8 @@ def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
         return stream.getvalue()
     report = machines.by_machine(views, reference,
                                  summary=f"{len(views)} record(s) from "
-                                 f"{clean_text(' '.join(paths))}, machines side by side.",
+                                 f"{clean_text(' '.join(paths))}, machines side by side."
+                                 + older_note(older),
                                  regenerate=regenerate)
     return html.render(report, []) if fmt == "html" else markdown.render(report)
 
@@ -96,7 +99,9 @@ def command(args: argparse.Namespace) -> int:
     paths = list(args.paths or ["results"])
     fmt = choose_format(args.format, args.output)
     target = check_output(args.output)
-    loaded = load_inputs(paths)
+    catalog = catalog_inputs(paths)
+    shown = latest_rows(catalog.rows)
+    loaded = Loaded(catalog.load(shown), catalog.warnings, catalog.sources)
     paths = [redact(path) if is_store_url(path) else path for path in paths]  # as printed
     for warning in loaded.warnings:
         print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
@@ -107,7 +112,8 @@ def command(args: argparse.Namespace) -> int:
     regenerate = regenerate_command(paths, args.format, args.output, getattr(args, "by", None),
                                     getattr(args, "reference", None))
     text = render(loaded, fmt, paths=paths, regenerate=regenerate,
-                  by=getattr(args, "by", None), reference=getattr(args, "reference", None))
+                  by=getattr(args, "by", None), reference=getattr(args, "reference", None),
+                  older=len(catalog.rows) - len(shown))
     if target is None:
         _write_stdout(text)
         return 0

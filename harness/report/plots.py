@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 
 from harness.core.text import size_label
 from harness.report.units import si
-from harness.report.view import RecordView, clean_text, group
+from harness.report.view import RecordView, clean_text, collapsed, group
 
 PRECISION_ORDER = ("fp32", "bf16", "fp16")
 
@@ -85,23 +85,21 @@ def throughput_plot(views: list[RecordView]) -> Plot:
     several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a throughput: the throughput plot is omitted.")
-    groups = group(having, "workload")
+    groups = {name: collapsed(members, several, "throughput")
+              for name, members in group(having, "workload").items()}
     colours = _colours(having)
     columns = min(len(groups), 3)
     rows = math.ceil(len(groups) / columns)
-    widest = max(len(members) for members in groups.values())
+    widest = max(len(bars) for bars in groups.values())
     figure = _figure(columns * max(4.2, 0.6 * widest + 1.5), 3.6 * rows)
     panels = figure.subplots(rows, columns, squeeze=False).flatten()
-    for axes, (workload, members) in zip(panels, groups.items(), strict=False):
-        values = [v.metrics["throughput"] for v in members]
-        heights = [m.value or 0.0 for m in values]
-        errors = [[max(0.0, h - m.ci_low) if m.ci_low is not None else 0.0
-                   for h, m in zip(heights, values, strict=True)],
-                  [max(0.0, m.ci_high - h) if m.ci_high is not None else 0.0
-                   for h, m in zip(heights, values, strict=True)]]
-        axes.bar(range(len(members)), heights, yerr=errors, capsize=3,
-                 color=[colours[v.text("precision")] for v in members])
-        axes.set_xticks(range(len(members)), [_label(v.label(several), 28) for v in members],
+    for axes, (workload, bars) in zip(panels, groups.items(), strict=False):
+        heights = [middle for _, _, middle, _, _ in bars]
+        errors = [[max(0.0, middle - low) for _, _, middle, low, _ in bars],
+                  [max(0.0, high - middle) for _, _, middle, _, high in bars]]
+        axes.bar(range(len(bars)), heights, yerr=errors, capsize=3,
+                 color=[colours[view.text("precision")] for _, view, _, _, _ in bars])
+        axes.set_xticks(range(len(bars)), [_label(label, 28) for label, *_ in bars],
                         rotation=30, ha="right", fontsize="small")
         axes.set_title(_label(workload))
         axes.set_ylabel("samples/s")
@@ -112,7 +110,8 @@ def throughput_plot(views: list[RecordView]) -> Plot:
     return Plot(title, f"Bar chart of training throughput in samples per second for each "
                 f"configuration of {names}, with 95% confidence interval error bars.",
                 "Throughput by backend and precision, per workload (median, error bars: 95% "
-                "CI of the median).", _png(figure))
+                "CI of the median; where several runs share a configuration, their median "
+                "and range).", _png(figure))
 
 
 def scaling_plot(views: list[RecordView]) -> Plot:
@@ -162,19 +161,24 @@ def roofline_plot(views: list[RecordView]) -> Plot:
     if not having:
         return Plot(title, "", "No record has achieved FLOP/s: the roofline plot is omitted.")
     colours = _colours(having)
-    figure = _figure(max(7.0, 0.45 * len(having) + 3), 4.6)
+    points = {name: collapsed(members, several, "achieved_flops")
+              for name, members in group(having, "workload").items()}
+    figure = _figure(max(7.0, 0.45 * sum(map(len, points.values())) + 3), 4.6)
     axes = figure.subplots()
     positions, labels, peaks = [], [], {}
-    for x, (workload, members) in enumerate(group(having, "workload").items()):
-        for view in members:
+    for x, (workload, found) in enumerate(points.items()):
+        for label, *_ in found:
             positions.append(len(positions) + x)
-            labels.append(_label(f"{workload} {view.label(several)}", 36))
-            axes.plot(positions[-1], view.value("achieved_flops"), marker="o", linestyle="",
-                      color=colours[view.text("precision")])
+            labels.append(_label(f"{workload} {label}", 36))
+        for view in (v for v in having if v.workload == workload):
             peak = view.value("peak_flops")
             if peak is not None and peak > 0:
                 key = (view.text("backend"), view.text("precision"), float(f"{peak:.4g}"))
                 peaks.setdefault(key, colours[view.text("precision")])
+        first = len(positions) - len(found)
+        for offset, (_, view, middle, _, _) in enumerate(found):
+            axes.plot(positions[first + offset], middle, marker="o", linestyle="",
+                      color=colours[view.text("precision")])
     for (backend, precision, peak), colour in peaks.items():
         axes.axhline(peak, color=colour, linestyle="--", linewidth=1,
                      label=_label(f"peak {backend}/{precision}: {si(peak, 'FLOP/s')}", 60))

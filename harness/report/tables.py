@@ -214,17 +214,28 @@ def records_table(views: list[RecordView]) -> Table:
                  rows=rows, numeric=[False] * 4)
 
 
-def _summary(views: list[RecordView], paths: list[str]) -> str:
+def older_note(older: int) -> str:
+    """What the summary says of the records left out for being older than their experiment's
+    latest commit on the same machine."""
+    if not older:
+        return ""
+    return (f" {older} older record{'s' if older != 1 else ''} of the same machines and "
+            "experiments (earlier commits or days) are left out: the report shows each "
+            "experiment's latest; dtbench history follows them over time.")
+
+
+def _summary(views: list[RecordView], paths: list[str], older: int = 0) -> str:
     statuses = Counter(view.status for view in views)
     parts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
     where = " ".join(clean_text(p, 300) for p in paths)
     if not views:
         return f"No records in {where}."
-    return f"{len(views)} record{'s' if len(views) != 1 else ''} ({parts}) from {where}."
+    return (f"{len(views)} record{'s' if len(views) != 1 else ''} ({parts}) from {where}."
+            + older_note(older))
 
 
 def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
-                 skipped: list[str], regenerate: str) -> Report:
+                 skipped: list[str], regenerate: str, older: int = 0) -> Report:
     """The report's content from views already in stable order."""
     training = [v for v in views if not v.is_comm and not v.is_kernel and not v.is_prediction]
     comm = [v for v in views if v.is_comm]
@@ -244,6 +255,6 @@ def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
     if comm:
         sections.append(Section("Collectives", [comm_table(name, group_views) for
                                                 name, group_views in group(comm, "op").items()]))
-    return Report(summary=_summary(views, paths), regenerate=regenerate, sections=sections,
+    return Report(summary=_summary(views, paths, older), regenerate=regenerate, sections=sections,
                   records=records_table(views), files=[clean_text(f, None) for f in files],
                   skipped=[clean_text(s) for s in skipped], empty=not views)

@@ -6,6 +6,7 @@ read defensively here once, and the format modules never touch the raw dictionar
 from __future__ import annotations
 
 import math
+import statistics
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,3 +233,26 @@ def group(views: list[RecordView], by: str) -> dict[str, list[RecordView]]:
     for view in views:
         groups.setdefault(getattr(view, by), []).append(view)
     return dict(sorted(groups.items()))
+
+
+def collapsed(members: list[RecordView], several: bool, metric: str
+              ) -> list[tuple[str, RecordView, float, float, float]]:
+    """One entry per configuration label, in first-seen order: (label, first view, median
+    value, low, high). One run: its value and 95% CI; several runs of one configuration (a
+    history of commits, repeats): their median and the range of their values, so that a
+    store of thousands of records still draws one bar per configuration."""
+    runs: dict[str, list[RecordView]] = {}
+    for view in members:
+        runs.setdefault(view.label(several), []).append(view)
+    found = []
+    for label, group_views in runs.items():
+        values = sorted(v.value(metric) or 0.0 for v in group_views)
+        middle = float(statistics.median(values))
+        if len(group_views) == 1:
+            entry = group_views[0].metrics[metric]
+            low = entry.ci_low if entry.ci_low is not None else middle
+            high = entry.ci_high if entry.ci_high is not None else middle
+        else:
+            low, high = values[0], values[-1]
+        found.append((label, group_views[0], middle, low, high))
+    return found

@@ -377,3 +377,41 @@ def test_bad_store_usage_is_one_line(argv: list[str], fragment: str, tmp_path: P
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") == 1 and PASSWORD not in err
+
+
+def test_whole_store_commands_read_the_index_and_load_only_chosen_records(
+        url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """summary_rows come from the columns, load_rows and record_texts give the documents; a
+    report and a history over the server match those over a directory holding the same."""
+    from harness.records.summary import summary_cells
+
+    store = PostgresStore(url)
+    records = [_record(f"s{i}") for i in range(3)]
+    for record in records:
+        store.add(record)
+    rows = {row["run_id"]: row for row in store.summary_rows()}
+    for record in records:
+        cells = summary_cells(record)
+        assert {name: rows[record["run_id"]][name] for name in cells} == cells
+    chosen = [rows[records[1]["run_id"]]]
+    assert list(store.load_rows(chosen)) == [records[1]]
+    assert [json.loads(text) for _, text in store.record_texts([records[2]["run_id"]])] == \
+        [records[2]]
+    directory = Store(tmp_path / "dir")
+    for record in records:
+        directory.add(record)
+    for target in (url, str(directory.root)):
+        assert main(["history", target, "--metric", "step_time"]) == 0
+    from_server, from_directory = capsys.readouterr().out.split("\n", 1)
+    assert from_server + "\n" == from_directory
+
+
+def test_a_table_of_an_older_version_gets_its_summary_columns_filled(url: str) -> None:
+    from harness.records.summary import SUMMARY_COLUMNS
+
+    PostgresStore(url).add(_record("old"))
+    with psycopg.connect(url, autocommit=True) as connection:
+        for name in SUMMARY_COLUMNS:
+            connection.execute(f"ALTER TABLE {TABLE} DROP COLUMN {name}")
+    (row,) = PostgresStore(url).summary_rows()
+    assert row["machine"] and row["m_step_time"] is not None
