@@ -65,6 +65,11 @@ class ComputeBackend(ABC):
     @abstractmethod
     def device(self, local_rank: int = 0) -> torch.device: ...
 
+    def bind(self, local_rank: int) -> torch.device:
+        """The device of the rank with this local rank on its node, made this process's
+        current device where the backend has one: before any collective and any model."""
+        return self.device(local_rank)
+
     @abstractmethod
     def configure(self, threads: int, precision: str) -> dict[str, Any]:
         """Apply process-wide settings (threads, TF32, cudnn.benchmark); return what was set."""

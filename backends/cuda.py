@@ -96,7 +96,18 @@ class CUDABackend(ComputeBackend):
         return Availability.yes()
 
     def device(self, local_rank: int = 0) -> torch.device:
-        return torch.device("cuda", local_rank)
+        """The GPU of a local rank, modulo the visible devices: with one visible GPU per task
+        (CUDA_VISIBLE_DEVICES set per rank by srun or a wrapper) every rank's is cuda:0."""
+        count = torch.cuda.device_count()
+        return torch.device("cuda", local_rank % count if count else local_rank)
+
+    def bind(self, local_rank: int) -> torch.device:
+        """Make the local rank's GPU current, so that NCCL, all_gather_object and FSDP's
+        shards use it and not cuda:0 (under mpirun and srun no LOCAL_RANK tells configure)."""
+        device = self.device(local_rank)
+        self.local_rank = int(device.index or 0)
+        torch.cuda.set_device(device)
+        return device
 
     def configure(self, threads: int, precision: str) -> dict[str, Any]:
         if precision not in self.precisions:

@@ -113,7 +113,10 @@ def run_collectives(spec: CommSpec, rank: int, world: int, device: torch.device,
 
     total = len(spec.ops) * len(spec.sizes)
     timings = []
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    # the rank's own GPU: a bare synchronize() waits for cuda:0, the current device of none
+    # but rank 0, and ranks >= 1 would time kernel launches
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" \
+        else (lambda: None)
     for index, (op, nbytes) in enumerate((o, s) for o in spec.ops for s in spec.sizes):
         call = _collective(op, nbytes, world, rank, device)
         for _ in range(spec.warmup):

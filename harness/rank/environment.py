@@ -39,10 +39,22 @@ def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
     return RankIdentity(*mpi_world_from_env(env))
 
 
+def bind_device(spec: Any, who: RankIdentity) -> Any:
+    """The rank's GPU, made current before the process group exists (NCCL binds a
+    communicator to the current device), from its local rank under any launcher; None for
+    CPU runs."""
+    if spec.comm != "nccl" and getattr(spec, "backend", None) != "cuda":
+        return None
+    from backends.cuda import CUDABackend
+
+    return CUDABackend().bind(who.local_rank)
+
+
 def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
-              meter: CommMeter | None = None) -> None:
+              meter: CommMeter | None = None, device: Any = None) -> None:
     """Join the job's process group over the spec's communication backend; with a meter,
-    through the counting wrapper of harness/strategies/meter.py (gloo and MPI)."""
+    through the counting wrapper of harness/strategies/meter.py (gloo and MPI). NCCL gets
+    the rank's device (`device_id`): its communicator is then created for that GPU."""
     timeout = dt.timedelta(seconds=timeout_s)
     backend = spec.comm
     if meter is not None and spec.comm in COUNTED_BACKENDS:
@@ -55,13 +67,15 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         raise RuntimeError("MASTER_PORT is not set for a gloo/nccl rendezvous")
+    bound = {"device_id": device} if spec.comm == "nccl" and device is not None else {}
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         # torchrun's agent already serves the rendezvous store; the ranks only join it.
         dist.init_process_group(backend=backend, init_method="env://", rank=who.rank,
-                                world_size=who.world_size, timeout=timeout)
+                                world_size=who.world_size, timeout=timeout, **bound)
         return
     dist.init_process_group(backend=backend, store=rendezvous_store(who, timeout),
-                            rank=who.rank, world_size=who.world_size, timeout=timeout)
+                            rank=who.rank, world_size=who.world_size, timeout=timeout,
+                            **bound)
 
 
 def rendezvous_store(who: RankIdentity, timeout: dt.timedelta) -> dist.TCPStore:

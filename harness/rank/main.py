@@ -31,7 +31,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from harness.rank.environment import RankReporter, gather_results, identity_from_env, init_comm
+    from harness.rank.environment import (
+        RankReporter,
+        bind_device,
+        gather_results,
+        identity_from_env,
+        init_comm,
+    )
     from harness.rank.loops import run_throughput, run_time_to_train
     from harness.strategies.meter import CommMeter
     from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
@@ -50,15 +56,15 @@ def main(argv: list[str] | None = None) -> int:
         if tolerant:
             os.environ[LOST_DIR_VAR] = str(run_dir.path)  # where servers learn of lost workers
         meter = CommMeter() if spec.kind == "train" and spec.comm != "none" else None
+        device = bind_device(spec, who)
         if spec.comm != "none":
-            init_comm(spec, who, args.timeout, meter)
+            init_comm(spec, who, args.timeout, meter, device)
         reporter.heartbeat("init", 0, 0, force=True)
         report: RankReport
         if spec.kind == "comm":
             from harness.microbench.collectives import run_collectives
 
-            device = torch.device("cuda", who.local_rank) if spec.comm == "nccl" \
-                else torch.device("cpu")
+            device = device if spec.comm == "nccl" else torch.device("cpu")
             if spec.comm != "nccl":
                 torch.set_num_threads(max(1, spec.threads))
             report = run_collectives(spec, who.rank, who.world_size, device, reporter.heartbeat)

@@ -28,7 +28,7 @@ class Trainer:
         self.workload = get_workload(spec.workload)
         self.preset = self.workload.preset(spec.size)
         self.backend = COMPUTE_BACKENDS.get(spec.backend)()
-        self.device = self.backend.device(local_rank)
+        self.device = self.backend.bind(local_rank)
         self.settings = self.backend.configure(spec.threads, spec.precision)
         self.channels_last = spec.channels_last and self.workload.image_model
         self.meter = meter

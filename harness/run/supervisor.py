@@ -22,11 +22,11 @@ from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
 from harness.records.rundir import (
-    RANK_VARIABLES,
     RUN_ID_VAR,
     RankState,
     RunDir,
     Task,
+    forwarded_variables,
     spec_environment,
 )
 from harness.run.losses import LossBook
@@ -87,7 +87,7 @@ class Supervisor:
             if self.log_path is not None and getattr(self.spec, "mode", None) == "ttt":
                 rank_args += ["--log", str(self.log_path)]
             env = self._environment()
-            forward = [name for name in RANK_VARIABLES if name in env]
+            forward = forwarded_variables(env)
             commands = self.launcher.commands(self.spec, self.launch, rank_args, forward)
             self._start(commands, env)
             failure = self._watch()
