@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from harness.compare.matching import spec_differences
@@ -167,6 +168,8 @@ def command(args: argparse.Namespace) -> int:
         return trajectory_command(args)
     target = check_output_file(args.json_file, "--json") if args.json_file else None
     match_on = parse_match_on(getattr(args, "match_on", None))
+    if not is_store_url(args.baseline) and not Path(args.baseline).exists():
+        raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
     cand_all = load_all(args.candidate)
     base_all = chosen_baseline(args, cand_all)
     baseline = [record for record in base_all if record.get("status") == "success"]
