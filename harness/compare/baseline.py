@@ -17,13 +17,7 @@ from typing import Any
 
 from harness.compare.matching import fields_key
 from harness.core.errors import UsageError
-from harness.records.machine import machine_label
-
-
-def machine_of(record: Mapping[str, Any]) -> str:
-    machine = record.get("machine")
-    return machine_label(machine) if isinstance(machine, Mapping) and machine else \
-        "unknown machine"
+from harness.records.summary import label_of as machine_of
 
 
 def code_of(record: Mapping[str, Any]) -> dict[str, Any]:
