@@ -33,15 +33,17 @@ def clean_text(value: Any, limit: int | None = 500) -> str:
     text = value if isinstance(value, str) else str(value)
     if limit is not None:
         text = text[: limit * 4]
-    chars = []
-    for char in text:
-        category = unicodedata.category(char)
-        if category in _UNSAFE_CATEGORIES:
-            char = " "
-        elif category == "Cs":
-            char = "\ufffd"
-        chars.append(char)
-    flat = " ".join("".join(chars).split())
+    if not text.isprintable():  # printable text has no character of those categories
+        chars = []
+        for char in text:
+            category = unicodedata.category(char)
+            if category in _UNSAFE_CATEGORIES:
+                char = " "
+            elif category == "Cs":
+                char = "\ufffd"
+            chars.append(char)
+        text = "".join(chars)
+    flat = " ".join(text.split())
     if limit is not None and len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return flat

@@ -324,6 +324,20 @@ def test_escaping_helpers() -> None:
     assert clean_text("x" * 600).endswith("…") and len(clean_text("x" * 600)) == 500
 
 
+def test_clean_text_keeps_every_printable_character_and_no_unsafe_one() -> None:
+    """Printable text takes a fast path: it must agree with the character-by-character rule
+    for every code point (one at a time, between letters)."""
+    import sys
+    import unicodedata
+
+    for point in range(0, sys.maxunicode + 1, 7):
+        char = chr(point)
+        category = unicodedata.category(char)
+        expected = "a b" if category in {"Cc", "Cf", "Zl", "Zp"} or char.isspace() else \
+            "a\ufffdb" if category == "Cs" else f"a{char}b"
+        assert clean_text(f"a{char}b") == expected, hex(point)
+
+
 def test_units_chosen_for_reading() -> None:
     assert choose_scale("achieved_flops", "FLOP/s", [7.2e10]).label == "GFLOP/s"
     assert choose_scale("achieved_flops", "FLOP/s", [3e12]).label == "TFLOP/s"
