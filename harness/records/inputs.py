@@ -135,14 +135,9 @@ class Catalog:
 
 
 def _row_of_record(record: dict[str, Any]) -> dict[str, Any]:
-    from harness.records.store import SPEC_COLUMNS
-    from harness.records.summary import summary_cells
+    from harness.records.store import index_cells
 
-    spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
-    return {"run_id": record["run_id"], "path": None, "created_at": record.get("created_at"),
-            "status": record.get("status"), "spec_key": record.get("spec_key"),
-            **{name: spec.get(name) for name in SPEC_COLUMNS}, **summary_cells(record),
-            "_record": record}
+    return {**index_cells(record, None), "_record": record}
 
 
 def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]] | None:

@@ -20,6 +20,7 @@ from harness.records.store import (
     SPEC_COLUMNS,
     STAMP_COLUMNS,
     choose_baseline,
+    index_cells,
 )
 from harness.records.storeurl import redact, scrub
 from harness.records.summary import REAL_SUMMARY, SUMMARY_COLUMNS, summary_cells
@@ -80,11 +81,7 @@ def _cell(name: str, value: Any) -> Any:
 
 def row_of(record: dict[str, Any]) -> tuple[Any, ...]:
     """The index cells of a record, in COLUMNS order (path: the file name export gives it)."""
-    spec = record.get("spec") or {}
-    values = {"run_id": record["run_id"], "path": f"{record['run_id']}.json",
-              "created_at": record.get("created_at"), "status": record.get("status"),
-              "spec_key": record.get("spec_key"),
-              **{name: spec.get(name) for name in SPEC_COLUMNS}, **summary_cells(record)}
+    values = index_cells(record, f"{record['run_id']}.json")
     return tuple(_cell(name, values.get(name)) for name in COLUMNS)
 
 

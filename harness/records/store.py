@@ -60,6 +60,15 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
         delay = min(2 * delay, 0.25)
 
 
+def index_cells(record: dict[str, Any], path: str | None) -> dict[str, Any]:
+    """A record's index cells by column, but the file stamp: what the directory store, the
+    PostgreSQL store and a catalog of loose files all keep of it."""
+    spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+    return {"run_id": record["run_id"], "path": path, "created_at": record.get("created_at"),
+            "status": record.get("status"), **{name: spec.get(name) for name in SPEC_COLUMNS},
+            "spec_key": record.get("spec_key"), **summary_cells(record)}
+
+
 def _cell(value: Any) -> Any:
     """A value SQLite can bind: a record file may hold a list, a 2**70 or a lone surrogate
     (from a JSON escape, or an undecodable file name) where the index expects a scalar."""
@@ -160,13 +169,10 @@ class Store:
             raise
 
     def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
-        spec = record.get("spec", {})
-        summary = summary_cells(record)
+        cells = index_cells(record, self._relative(path))
         stat = path.stat()
-        return tuple(_cell(value) for value in (
-            record["run_id"], self._relative(path), record["created_at"], record["status"],
-            *(spec.get(name) for name in SPEC_COLUMNS), record.get("spec_key"),
-            *(summary[name] for name in SUMMARY_COLUMNS), stat.st_size, stat.st_mtime_ns))
+        cells.update(file_bytes=stat.st_size, file_mtime_ns=stat.st_mtime_ns)
+        return tuple(_cell(cells[name]) for name in COLUMNS)
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
         with self._connect() as connection:
