@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from collections.abc import Callable
@@ -68,6 +69,10 @@ class Entry:
     view: RecordView
     file: str
     row: dict[str, Any]
+    machine: str = ""
+
+    def __post_init__(self) -> None:
+        self.machine = self.view.machine_label
 
     @property
     def training(self) -> bool:
@@ -82,6 +87,16 @@ class Site:
     files: list[str]
     machines: list[str]
     workloads: list[str]
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """A stored record into the site: a hard link where the site shares the store's file
+    system (a record file is never rewritten: the store adds new files), else a copy. A copy
+    took 0.15-0.4 ms a record, half of publish's time over 100,000 of them; a link 0.03 ms."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _commit(view: RecordView) -> str:
@@ -167,7 +182,13 @@ class Builder:
                         for view, record, row in made]
         # the entries loaded in full: tables with intervals, systems, machines side by side
         self.full = [entry for entry in self.entries if entry.view.run_id in full]
-        self.machines = sorted({entry.view.machine_label for entry in self.entries})
+        self.by_machine: dict[str, list[Entry]] = {}
+        self.full_by_machine: dict[str, list[Entry]] = {}
+        for entry in self.entries:
+            self.by_machine.setdefault(entry.machine, []).append(entry)
+            if entry.view.run_id in full:
+                self.full_by_machine.setdefault(entry.machine, []).append(entry)
+        self.machines = sorted(self.by_machine)
         self.workloads = sorted({entry.view.workload for entry in self.entries
                                  if entry.training})
         pages = Names()
@@ -198,7 +219,7 @@ class Builder:
                 self.write(relative, json.dumps(entry.record, indent=1, ensure_ascii=True)
                            + "\n")
             elif isinstance(getattr(store, "root", None), Path):
-                shutil.copyfile(store.root / entry.row["path"], self.out / relative)
+                _link_or_copy(store.root / entry.row["path"], self.out / relative)
                 self.files.append(relative)
             else:
                 servers.setdefault(id(store), (store, {}))[1][entry.view.run_id] = relative
@@ -223,9 +244,9 @@ class Builder:
 
     def index(self) -> str:
         systems = systems_table([entry.view for entry in self.full])
-        labels = sorted({entry.view.machine_label for entry in self.full})
+        labels = sorted(self.full_by_machine)
         for row, label in zip(systems.rows, labels, strict=True):
-            mine = [entry for entry in self.entries if entry.view.machine_label == label]
+            mine = self.by_machine[label]
             row += [str(len(mine)), *_dates(mine)]
         systems.columns += ["records", "first", "last"]
         systems.numeric += [True, False, False]
@@ -234,7 +255,7 @@ class Builder:
         for name in self.workloads:
             mine = [entry for entry in self.entries
                     if entry.training and entry.view.workload == name]
-            workloads.rows.append([name, str(len({x.view.machine_label for x in mine})),
+            workloads.rows.append([name, str(len({x.machine for x in mine})),
                                    str(len(mine)), _dates(mine)[1]])
         first, last = _dates(self.entries)
         body = [f"<p>{len(self.entries)} record(s) from {len(self.machines)} machine(s), "
@@ -250,15 +271,14 @@ class Builder:
         return render_page("dtbench results", body, root="")
 
     def machine_page(self, label: str) -> str:
-        mine = [entry for entry in self.entries if entry.view.machine_label == label]
-        latest, chosen = latest_table([entry for entry in self.full
-                                       if entry.view.machine_label == label])
+        mine = self.by_machine[label]
+        latest, chosen = latest_table(self.full_by_machine.get(label, []))
         links = {(r, 0): f"../workloads/{self.workload_file[entry.view.workload]}.html"
                  for r, entry in enumerate(chosen)}
         links.update({(r, len(latest.columns) - 1): f"../records/{entry.file}.json"
                       for r, entry in enumerate(chosen)})
-        body = [*_section("System", systems_table([entry.view for entry in self.full
-                                                   if entry.view.machine_label == label]),
+        body = [*_section("System", systems_table([entry.view for entry in
+                                                   self.full_by_machine.get(label, [])]),
                           "system"),
                 *_section("Latest results", latest, "latest", links=links,
                           intro="The newest record of each experiment. Values are medians; "
@@ -296,8 +316,8 @@ class Builder:
     def workload_page(self, name: str) -> str:
         mine = [entry for entry in self.entries
                 if entry.training and entry.view.workload == name]
-        labels = sorted({entry.view.machine_label for entry in mine})
-        compared = sorted({entry.view.machine_label for entry in mine
+        labels = sorted({entry.machine for entry in mine})
+        compared = sorted({entry.machine for entry in mine
                            if entry.view.status == "success"})
         body = ["<p>Machines: " + ", ".join(
             f'<a href="../machines/{e(self.machine_file[label])}.html">{e(label)}</a>'
