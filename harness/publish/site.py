@@ -17,7 +17,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,41 @@ class Site:
     files: list[str]
     machines: list[str]
     workloads: list[str]
+
+
+_FORKED: Builder | None = None  # the builder a forked page worker inherits
+
+
+def _page_in_worker(page: tuple[str, str]) -> list[str]:
+    assert _FORKED is not None
+    return _FORKED.page(page)
+
+
+def _pages_in_parallel(builder: Builder, pages: list[tuple[str, str]]
+                       ) -> Iterator[list[str]] | None:
+    """The files of each page in turn, written by forked workers, one a core: a machine's
+    trend plots take a second or more each (matplotlib), the pages are independent, and a
+    fork inherits the loaded records. None where the platform cannot fork or one core is
+    all there is (the caller writes the pages itself)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+    if cores < 2 or len(pages) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+
+    def results() -> Iterator[list[str]]:
+        global _FORKED
+        _FORKED = builder
+        try:
+            with ProcessPoolExecutor(min(cores, len(pages)),
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                yield from pool.map(_page_in_worker, pages)
+        finally:
+            _FORKED = None
+
+    return results()
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -233,12 +268,26 @@ class Builder:
     def build(self) -> Site:
         self.copy_records()
         self.write("index.html", self.index())
-        for number, label in enumerate(self.machines, 1):
-            self.progress(f"machine {number}/{len(self.machines)}: {label}")
-            self.write(f"machines/{self.machine_file[label]}.html", self.machine_page(label))
-        for name in self.workloads:
-            self.write(f"workloads/{self.workload_file[name]}.html", self.workload_page(name))
+        pages = [("machine", label) for label in self.machines] + \
+            [("workload", name) for name in self.workloads]
+        written = _pages_in_parallel(self, pages)
+        for number, page in enumerate(pages, 1):
+            if page[0] == "machine":
+                self.progress(f"machine {number}/{len(self.machines)}: {page[1]}")
+            self.files += next(written) if written is not None else self.page(page)
         return Site(self.files, self.machines, self.workloads)
+
+    def page(self, page: tuple[str, str]) -> list[str]:
+        """Write a machine's or a workload's page (and its plots): the files written."""
+        before = len(self.files)
+        kind, name = page
+        if kind == "machine":
+            self.write(f"machines/{self.machine_file[name]}.html", self.machine_page(name))
+        else:
+            self.write(f"workloads/{self.workload_file[name]}.html", self.workload_page(name))
+        written = self.files[before:]
+        del self.files[before:]
+        return written
 
     def _machine_links(self, labels: list[str], root: str, column: int = 0
                        ) -> dict[tuple[int, int], str]:
