@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,17 @@ def _int_at_least(text: str, least: int, expected: str) -> int:
 
 def positive_int(text: str) -> int:
     return _int_at_least(text, 1, "a positive integer")
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (seconds, a percentage)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
 
 
 def non_negative_int(text: str) -> int:

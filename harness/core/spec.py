@@ -13,6 +13,7 @@ from harness.core.fields import (
     legacy_options,
     non_negative_int,
     not_in_key,
+    positive_float,
     positive_int,
     spec_key,
 )
@@ -94,6 +95,14 @@ RUN_FIELDS: tuple[RunField, ...] = (
              spec="batch_per_rank", report=10),
     RunField("steps", ("--steps",), type=positive_int, suite=int),
     RunField("warmup", ("--warmup",), type=non_negative_int, suite=int, minimum=0),
+    RunField("target_ci", ("--target-ci",), type=positive_float, metavar="PCT",
+             suite=(int, float), identity=False,
+             help="throughput runs measure until the 95%% interval of the median step time is "
+             "within PCT%% of it (default 2) or --max-time is spent; --steps N measures "
+             "exactly N steps instead"),
+    RunField("max_time", ("--max-time",), type=positive_float, metavar="SECONDS",
+             suite=(int, float), identity=False,
+             help="time budget of a throughput run's measured steps (default 20)"),
     RunField("mode", ("--mode",), choices=MODES, suite=str, store=True, baseline=True,
              report=12),
     RunField("repeat", ("--repeat",), type=positive_int, suite=int, spec=None),
@@ -162,6 +171,10 @@ class RunSpec:
     batch_per_rank: int = 0
     steps: int = 0
     warmup: int = 0
+    # Measure until the 95% interval of the median step time is within this fraction of it
+    # (steps is then the least count), or max_time seconds are spent; None: exactly `steps`.
+    target_ci: float | None = None
+    max_time: float | None = None
     mode: str = "throughput"
     seed: int = 0
     threads: int = 0

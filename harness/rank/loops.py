@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
+from backends.base import StepTimer
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
-from harness.rank import mlperf
+from harness.rank import adaptive, mlperf
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.trainer import Trainer
 from harness.records.rundir import CHECK_SYNC_VAR, RankResult
@@ -194,19 +195,38 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     timer = backend.timer(device)
     # Losses go into one preallocated tensor: keeping per-step loss tensors fragments the
     # heap (and each can pin a large buffer), growing memory step by step.
-    losses = torch.empty(spec.steps, device=device)
+    losses = torch.empty(spec.steps if spec.target_ci is None else max(spec.steps, 64),
+                         device=device)
     check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
-    for index in range(spec.steps):
+    decision = adaptive.Decision(True, 0, adaptive.FIXED)
+    started = time.perf_counter()
+    index = 0
+    while True:
         inject_fault(rank, index, trainer.model)
+        if index == losses.numel():  # an adaptive run past its room: double it
+            losses = torch.cat([losses, torch.empty_like(losses)])
         timer.start()
         losses[index] = trainer.step(inputs, targets)
         timer.stop()
         _end_step(trainer)
         if check_sync:
             result.param_checksums.append(parameter_checksum(trainer.model))
-        progress("measure", index + 1, spec.steps)
+        index += 1
+        if spec.target_ci is None:
+            progress("measure", index, spec.steps)
+            if index == spec.steps:
+                break
+            continue
+        decision = _decide(trainer, timer, index, time.perf_counter() - started)
+        progress("measure", index, index if decision.stop else max(index + 1, spec.steps))
+        if decision.stop:
+            break
     backend.synchronize(device)
-    result.step_times = timer.samples()
+    times = timer.samples()
+    result.settling_times = times[:decision.discard]
+    result.step_times = times[decision.discard:]
+    result.measurement = adaptive.summary(times, decision.discard, decision.reason,
+                                          target=spec.target_ci, max_time=spec.max_time)
     # Memory and energy are read before the after-run peak probe, whose GEMM operands and
     # copy buffers are the harness's, not the workload's.
     if meter is not None and energy_start is not None:
@@ -215,10 +235,39 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         result.energy_reason = backend.energy_unavailable_reason()
     result.peak_memory = backend.peak_memory(device)
     _peak_reading(trainer, result, "after")
-    result.losses = [float(v) for v in losses.cpu()]
-    _finish(trainer, result, spec.steps)
+    result.losses = [float(v) for v in losses[:index].cpu()]
+    _finish(trainer, result, len(result.step_times))
     check_finite(result.losses, spec.warmup)
     return result
+
+
+# What a stop decision's broadcast carries besides the cut: the reason, by number.
+_REASONS = ("", adaptive.TARGET_MET, adaptive.BUDGET_SPENT)
+
+
+def _decide(trainer: Trainer, timer: StepTimer, measured: int, elapsed: float) -> adaptive.Decision:
+    """Rank 0's decision after `measured` steps, which every rank takes: no rank may stop
+    alone, since the others would wait in its next step's collectives. Before any stop is
+    possible (adaptive.MIN_STEPS) nothing is exchanged; after it, one broadcast a step,
+    outside the step's time and its counted bytes."""
+    spec = trainer.spec
+    if measured < adaptive.MIN_STEPS:
+        return adaptive.Decision(False, 0)
+    decision = adaptive.Decision(False, 0)
+    if trainer.rank == 0:
+        decision = adaptive.decide(timer.samples(), elapsed, min_steps=spec.steps,
+                                   target=spec.target_ci / 100.0, max_time=spec.max_time)
+    if spec.world_size == 1:
+        return decision
+    import torch.distributed as dist
+
+    device = trainer.device if spec.comm == "nccl" else torch.device("cpu")
+    word = torch.tensor([int(decision.stop), decision.discard,
+                         _REASONS.index(decision.reason)], dtype=torch.int64, device=device)
+    with _outside(trainer, "stop decision"):
+        dist.broadcast(word, src=0)
+    stop, discard, reason = (int(v) for v in word.cpu())
+    return adaptive.Decision(bool(stop), discard, _REASONS[reason])
 
 
 def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local_rank: int = 0,

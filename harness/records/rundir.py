@@ -83,6 +83,10 @@ class RankResult:
     step_times: list[float] = field(default_factory=list)
     # Seconds of each warm-up step (the first holds compilation and IPEX's first rewrite)
     warmup_times: list[float] = field(default_factory=list)
+    # Measured steps left out as not yet settled (harness/rank/adaptive), before step_times
+    settling_times: list[float] = field(default_factory=list)
+    # How the run decided its length (harness/rank/adaptive.summary; rank 0's decision)
+    measurement: dict[str, Any] = field(default_factory=dict)
     losses: list[float] = field(default_factory=list)
     peak_memory: int | None = None
     energy_joules: float | None = None

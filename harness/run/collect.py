@@ -38,6 +38,7 @@ def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
     if not workers:
         return None
     lead = workers[0]
+    seconds = [*lead.settling_times, *lead.step_times]
     first = 0 if spec.mode == "ttt" else spec.warmup
     samples_per_step = spec.global_batch
     evaluations = [{**entry, "samples": (int(entry["step"]) * samples_per_step
@@ -46,8 +47,8 @@ def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
     return {"ranks": [rank.rank for rank in workers], "first_step": first,
             "samples_per_step": samples_per_step,
             "losses": [[float(np.float32(v)) for v in rank.losses] for rank in workers],
-            "step_seconds": [round(float(t), 6) for t in lead.step_times]
-            if len(lead.step_times) == len(lead.losses) else None,
+            "step_seconds": [round(float(t), 6) for t in seconds]
+            if len(seconds) == len(lead.losses) else None,
             "evaluations": evaluations}
 
 
@@ -64,6 +65,19 @@ def ttt_failure(spec: RunSpec, lead: RankResult) -> str | None:
             f"{target.max_epochs} epochs: reached {reached:.4g}")
 
 
+def stated_precision(metric: Metric, target: float | None) -> None:
+    """A per-step metric's achieved precision beside the run's target (percent), and whether
+    it met it: the 95% interval's larger half-width over the median on its own scale or its
+    inverse (a step time's or a rate's), max(m/low, high/m) - 1, as the stopping rule
+    measures it (harness/rank/adaptive.precision)."""
+    stats = metric.stats()
+    if stats is None or stats.n < 2 or not stats.ci_low > 0:
+        return
+    achieved = (max(stats.median / stats.ci_low, stats.ci_high / stats.median) - 1.0) * 100.0
+    metric.extra["interval_pct"] = {"achieved": achieved, "target": target,
+                                    "met": achieved <= target if target is not None else None}
+
+
 def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
                 store: Store) -> Collected:
     """Metrics and notes of a run whose ranks reported (nothing for one that never ran)."""
@@ -78,6 +92,10 @@ def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
     metrics = collect(context)
     lead = ranks[0]
     notes: dict[str, Any] = {"settings": lead.settings}
+    if lead.measurement:
+        notes["measurement"] = lead.measurement
+        for metric in metrics:
+            stated_precision(metric, spec.target_ci)
     if lead.param_checksums:
         notes["replicas_checked_steps"] = min(len(r.param_checksums) for r in ranks)
     notes["device_name"] = lead.device_name

@@ -14,6 +14,12 @@ from harness.strategies import STRATEGIES
 
 # The default of --peak where the command line and the suite say nothing (e.g. cached in tests).
 PEAK_ENV = "DTBENCH_PEAK"
+# The precision a throughput run measures to (95% interval of the median step time, percent)
+# and its time budget (seconds of measured steps) unless told otherwise: measured on the
+# 2-core development machine, the quick suite's workloads reach 1-1.5% in their least step
+# count when the machine is quiet (docs/measurements/precision.md).
+DEFAULT_TARGET_CI = 2.0
+DEFAULT_MAX_TIME = 20.0
 # Command-line options that may be given several times; one run per combination.
 MULTI_KEYS = multi_keys(RUN_FIELDS)
 
@@ -60,6 +66,7 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         batch_per_rank=options.get("batch_size") or preset.default_batch(backend),
         steps=options.get("steps") or preset.steps,
         warmup=preset.warmup if options.get("warmup") is None else options["warmup"],
+        **measurement(options, strategy.synchronous or world == 1),
         mode=options.get("mode") or "throughput",
         seed=options.get("seed") or 0,
         threads=threads,
@@ -86,6 +93,27 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     if replicas != spec.world_size:
         spec = spec.replace(replicas=replicas)
     return validate(spec)
+
+
+def measurement(options: dict[str, Any], together: bool) -> dict[str, Any]:
+    """How long a run measures: a throughput run until its figure's 95% interval is within
+    --target-ci (percent) or --max-time is spent, with the workload's step count as the least;
+    a fixed count with --steps, for time-to-train, and where ranks do not step together (an
+    asynchronous strategy's workers cannot all stop on rank 0's word without waiting)."""
+    target, budget = options.get("target_ci"), options.get("max_time")
+    if options.get("steps") and target is not None:
+        raise UsageError("--steps measures exactly that many steps and --target-ci until the "
+                         "figure is that precise: give one of them")
+    if (options.get("mode") or "throughput") != "throughput" or options.get("steps"):
+        return {"target_ci": None, "max_time": None}
+    if not together:
+        if target is not None or budget is not None:
+            raise UsageError(f"--strategy {options.get('strategy')}: its workers do not step "
+                             "together, so they cannot all stop on a precision target; give "
+                             "--steps (or neither --target-ci nor --max-time)")
+        return {"target_ci": None, "max_time": None}
+    return {"target_ci": float(target or DEFAULT_TARGET_CI),
+            "max_time": float(budget or DEFAULT_MAX_TIME)}
 
 
 def switch_mode(option: str, value: Any, modes: tuple[str, ...]) -> str:
