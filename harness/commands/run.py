@@ -20,7 +20,7 @@ from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
 from harness.run.suites import load_suite
-from harness.run.summary import summary_table
+from harness.run.summary import precision_warnings, summary_table
 
 # The run options of the command line (launch options apart).
 CLI_RUN_KEYS = option_keys(RUN_FIELDS)
@@ -153,5 +153,7 @@ def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> N
     """The summary table of the records made, and the --json file (also when interrupted)."""
     if records:
         print(summary_table(records))
+        for line in precision_warnings(records):
+            print(f"dtbench: warning: {line}", file=sys.stderr)
     if json_target is not None:
         write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")

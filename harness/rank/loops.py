@@ -247,12 +247,10 @@ _REASONS = ("", adaptive.TARGET_MET, adaptive.BUDGET_SPENT)
 
 def _decide(trainer: Trainer, timer: StepTimer, measured: int, elapsed: float) -> adaptive.Decision:
     """Rank 0's decision after `measured` steps, which every rank takes: no rank may stop
-    alone, since the others would wait in its next step's collectives. Before any stop is
-    possible (adaptive.MIN_STEPS) nothing is exchanged; after it, one broadcast a step,
-    outside the step's time and its counted bytes."""
+    alone, since the others would wait in its next step's collectives: one broadcast a step,
+    outside the step's time and its counted bytes (the time budget may end a run at any
+    step)."""
     spec = trainer.spec
-    if measured < adaptive.MIN_STEPS:
-        return adaptive.Decision(False, 0)
     decision = adaptive.Decision(False, 0)
     if trainer.rank == 0:
         decision = adaptive.decide(timer.samples(), elapsed, min_steps=spec.steps,

@@ -45,10 +45,72 @@ def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+def _label(record: dict[str, Any]) -> str:
+    spec = record["spec"]
+    return (f"{spec['workload']} {spec['size']} {spec['backend']} {spec['precision']} "
+            f"x{spec['world_size']} {spec.get('strategy') or 'ddp'}")
+
+
+def _interval(record: dict[str, Any]) -> float | None:
+    found = (metric(record, "throughput") or {}).get("interval_pct") or {}
+    value = found.get("achieved")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def precision_warnings(records: list[dict[str, Any]]) -> list[str]:
+    """A line for every run whose figure missed its precision target, and for every spec whose
+    repeats disagree more than their own intervals say (pyperf's unstable benchmark)."""
+    lines = []
+    for record in records:
+        account = (record.get("notes") or {}).get("measurement") or {}
+        if record.get("status") == "success" and account.get("target_met") is False:
+            achieved = account.get("achieved_ci_pct")
+            shown = f"+/-{achieved:.1f}%" if isinstance(achieved, int | float) else "no interval"
+            drift = "; its step times drifted" if account.get("drifting") else ""
+            lines.append(f"{_label(record)} missed its precision target: throughput "
+                         f"{shown} against +/-{account.get('target_ci_pct'):g}% "
+                         f"({account.get('stopped')} after {account.get('measured_steps')} "
+                         f"steps{drift}); compare cannot resolve changes smaller than that")
+    for spread, within, label, count in repeat_spreads(records):
+        if within is not None and spread > 2 * within:
+            lines.append(f"{label}: its {count} runs' throughputs spread +/-{spread:.1f}% "
+                         f"while each run's interval is +/-{within:.1f}%: the runs disagree "
+                         "more than one run can show (another load, clock or placement); "
+                         "compare with more --repeat")
+    return lines
+
+
+def repeat_spreads(records: list[dict[str, Any]]
+                   ) -> list[tuple[float, float | None, str, int]]:
+    """Per spec with two or more successful runs: the between-run spread of throughput (half
+    the range of the runs' values over their median, percent), the within-run interval (the
+    median of the runs' achieved intervals), the spec's label and the run count."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.get("status") == "success" and (metric(record, "throughput") or {}).get(
+                "value"):
+            groups.setdefault(str(record.get("spec_key")), []).append(record)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        values = sorted(float(metric(r, "throughput")["value"]) for r in members)
+        middle = values[len(values) // 2] if len(values) % 2 else \
+            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        spread = (values[-1] - values[0]) / 2 / middle * 100.0
+        intervals = sorted(v for v in map(_interval, members) if v is not None)
+        within = intervals[len(intervals) // 2] if intervals else None
+        out.append((spread, within, _label(members[0]), len(members)))
+    return out
+
+
 def summary_table(records: list[dict[str, Any]]) -> str:
     text = render_table(COLUMNS, summary_rows(records))
     problems = [f"  {r['spec']['workload']}: {r['status']}: {r['error']}" for r in records
                 if r.get("error")]
     problems += [f"  {r['spec']['workload']}: measured on a busy machine: "
                  f"{r['load'].get('busy_reason')}" for r in records if is_busy(r)]
+    problems += [f"  between runs: {label}: throughput +/-{spread:.1f}% across {count} runs"
+                 + (f", +/-{within:.1f}% within a run" if within is not None else "")
+                 for spread, within, label, count in repeat_spreads(records)]
     return text + ("\n" + "\n".join(problems) if problems else "")

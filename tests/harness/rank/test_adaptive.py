@@ -78,10 +78,14 @@ def test_the_cut_is_bounded_and_absent_from_a_flat_series() -> None:
     assert mser_cut([5.0, 4.0] + [1.0] * 4) == 0  # keeps MIN_STEPS whatever it would cut
 
 
-def test_fewer_than_six_steps_never_stop_not_even_past_the_budget() -> None:
+def test_fewer_than_six_steps_never_meet_a_target_but_the_budget_always_holds() -> None:
     for n in range(1, adaptive.MIN_STEPS):
-        assert not decide([1.0] * n, 100.0, min_steps=1, target=0.5, max_time=1.0).stop
-    assert decide([1.0] * 6, 100.0, min_steps=1, target=0.5, max_time=1.0).stop
+        assert not decide([1.0] * n, 0.5, min_steps=1, target=0.5, max_time=1.0).stop
+        assert decide([1.0] * n, 1.0, min_steps=1, target=0.5, max_time=1.0).reason == \
+            BUDGET_SPENT
+    assert decide([1.0] * 6, 0.5, min_steps=1, target=0.5, max_time=1.0).reason == TARGET_MET
+    account = adaptive.summary([1.0, 2.0], 0, BUDGET_SPENT, target=2.0, max_time=1.0)
+    assert account["achieved_ci_pct"] is None and account["target_met"] is False
 
 
 def test_fixed_steps_measure_exactly_that_many() -> None:
