@@ -36,6 +36,9 @@ MIN_RUNS = 2
 SUGGESTED_REPEATS = 5
 
 OK, REGRESSION, IMPROVED, NO_SAMPLES = "ok", "regression", "improved", "no samples"
+# A significant change beyond the threshold but within what the two sides can resolve (their
+# stated intervals together): not called a regression, and said so.
+UNRESOLVED = "below resolution"
 ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
 HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
           "ratio CI95", "p", "n (base/cand)", "verdict")
@@ -52,6 +55,20 @@ class PooledMetric:
     runs: list[list[float]] = field(default_factory=list)
     # {mean, stddev, rounds} of runs stored without raw samples (pytest-benchmark --save)
     summaries: list[dict[str, float]] = field(default_factory=list)
+    # each run's stated precision (its 95% interval's half-width, percent; interval_pct)
+    intervals: list[float] = field(default_factory=list)
+
+    def resolution(self, name: str) -> float | None:
+        """What this side can resolve, percent: the larger of its runs' typical interval and
+        the spread between its runs (half their range over their median); None where the
+        records state no precision (older records)."""
+        if not self.intervals:
+            return None
+        within = statistics.median(self.intervals)
+        centers = [center(name, run) for run in self.runs if run]
+        middle = statistics.median(centers) if len(centers) >= 2 else 0.0
+        between = (max(centers) - min(centers)) / 2 / abs(middle) * 100.0 if middle else 0.0
+        return max(within, between)
 
     def summary_value(self, name: str) -> float | None:
         """The stored value (median over repeats), else what the metric's definition makes of
@@ -80,6 +97,9 @@ def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
             if run:
                 metric.runs.append(run)
             metric.values += finite_samples([entry.get("value")]).tolist()
+            stated = entry.get("interval_pct")
+            achieved = stated.get("achieved") if isinstance(stated, dict) else None
+            metric.intervals += finite_samples([achieved]).tolist()
             summary = _summary_of(entry)
             if not run and summary is not None:
                 metric.summaries.append(summary)
@@ -111,6 +131,8 @@ class ComparisonRow:
     candidate: float | None = None
     ratio: float = math.nan
     test: RatioTest | None = None
+    # what the two sides can resolve together (percent), where both state their precision
+    resolution_pct: float | None = None
 
     def cells(self) -> list[str]:
         ci = f"[{self.test.ci_low:.3f}, {self.test.ci_high:.3f}]" if self.test else "-"
@@ -126,7 +148,8 @@ class ComparisonRow:
             "workload": self.workload, "spec": self.spec, "metric": self.metric,
             "unit": self.unit, "higher_is_better": self.higher_is_better,
             "baseline_median": self.baseline, "candidate_median": self.candidate,
-            "ratio": self.ratio, "ci95": None, "p_value": None, "verdict": self.verdict}
+            "ratio": self.ratio, "ci95": None, "p_value": None, "verdict": self.verdict,
+            "resolution_pct": self.resolution_pct}
         if self.test:
             data.update(self.test.as_dict())
         return data
@@ -136,25 +159,31 @@ def _number(value: float | None, fmt: str = "{:.4g}") -> str:
     return "-" if value is None or not math.isfinite(value) else fmt.format(value)
 
 
-def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: float) -> str:
+def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: float,
+               resolution_pct: float | None = None) -> str:
     if higher_is_better is None or not math.isfinite(test.ratio):
         return OK
     limit = threshold_pct / 100.0
     lower, higher = test.ratio < 1.0 - limit, test.ratio > 1.0 + limit
     worse, better = (lower, higher) if higher_is_better else (higher, lower)
+    found = OK
     if worse and test.significant(higher_is_better, worse=True, alpha=ALPHA):
-        return REGRESSION
-    if better and test.significant(higher_is_better, worse=False, alpha=ALPHA):
-        return IMPROVED
-    return OK
+        found = REGRESSION
+    elif better and test.significant(higher_is_better, worse=False, alpha=ALPHA):
+        found = IMPROVED
+    if found != OK and resolution_pct is not None \
+            and abs(test.ratio - 1.0) * 100.0 < resolution_pct:
+        return UNRESOLVED
+    return found
 
 
 def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | None,
-            threshold_pct: float) -> ComparisonRow:
+            threshold_pct: float, resolution_pct: float | None = None) -> ComparisonRow:
     """The row of a metric that was tested: its medians, ratio, test and verdict."""
-    return ComparisonRow(**common, verdict=verdict_of(test, higher_is_better, threshold_pct),
+    return ComparisonRow(**common, verdict=verdict_of(test, higher_is_better, threshold_pct,
+                                                      resolution_pct),
                          baseline=test.baseline_median, candidate=test.candidate_median,
-                         ratio=test.ratio, test=test)
+                         ratio=test.ratio, test=test, resolution_pct=resolution_pct)
 
 
 def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
@@ -183,7 +212,10 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
             else:
                 test = RatioTest.of(before.samples, after.samples,
                                     reciprocal=name in OVER_MEDIAN_STEP)
-            rows.append(_tested(common, test, known.higher_is_better, threshold_pct))
+            sides = before.resolution(name), after.resolution(name)
+            resolution = sides[0] + sides[1] if None not in sides else None
+            rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
+                                resolution))
         elif name in VALUE_GATED and before.values and after.values and not deterministic:
             if len(before.values) >= MIN_RUNS and len(after.values) >= MIN_RUNS:
                 test, limit = RatioTest.of(before.values, after.values, level="runs"), \
@@ -276,6 +308,15 @@ class Comparison:
             lines.append("note: rows measured 'summary' come from summary statistics alone "
                          "(mean, stddev, rounds; no per-round data in the file): ratio of "
                          "means, delta-method CI, Welch's t-test")
+        unresolved = [row for row in self.rows if row.verdict == UNRESOLVED]
+        if unresolved:
+            lines.append(f"note: {len(unresolved)} change(s) beyond the threshold are smaller "
+                         "than the two sides can resolve (their stated 95% intervals, and the "
+                         "spread between repeats, added), so none is called a regression: "
+                         + "; ".join(f"{row.metric} on {row.workload} "
+                                     f"{(row.ratio - 1) * 100:+.1f}% within "
+                                     f"+/-{row.resolution_pct:.1f}%" for row in unresolved)
+                         + ". Measure to a tighter --target-ci, or with more --repeat.")
         if any(row.test is not None and row.test.level == "samples" for row in self.rows):
             lines.append("note: where a side has one run of a spec, its steps are the samples; "
                          "they share that run's machine state, so run-to-run variation is not "

@@ -100,6 +100,38 @@ def test_slower_candidate_is_a_regression(tmp_path: Path, capsys: pytest.Capture
     assert "step_time on hep_cnn" in summary
 
 
+def with_interval(record: dict[str, Any], achieved: float) -> dict[str, Any]:
+    """The record as an adaptive run states it: each per-step figure's achieved interval."""
+    for entry in record["metrics"]:
+        if "samples" in entry:
+            entry["interval_pct"] = {"achieved": achieved, "target": 2.0, "met": achieved <= 2}
+    return record
+
+
+@pytest.mark.parametrize("stated, verdict, code", [(None, "regression", 1),
+                                                   (1.0, "regression", 1),
+                                                   (6.0, "below resolution", 0)])
+def test_a_change_the_sides_cannot_resolve_is_not_a_regression(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], stated: float | None,
+        verdict: str, code: int) -> None:
+    """An 8% slowdown, significant over the steps: a regression where the sides state +/-1%
+    (2% together) or nothing; below resolution where each states +/-6% (12% together)."""
+    record = make_record("base-1", steady_steps(n=40))
+    slower = scaled(scaled(record, "cand-1", "throughput", 0.926), "cand-1", "step_time", 1.08)
+    if stated is not None:
+        record, slower = with_interval(record, stated), with_interval(slower, stated)
+    assert main(["compare", write(tmp_path / "a.json", record),
+                 write(tmp_path / "b.json", slower), "--json", str(tmp_path / "c.json")]) == code
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    throughput = next(row for row in rows if row["metric"] == "throughput")
+    assert throughput["verdict"] == verdict
+    assert throughput["resolution_pct"] == (None if stated is None else 2 * stated)
+    if verdict == "below resolution":
+        assert "smaller than the two sides can resolve" in out
+        assert "throughput on hep_cnn -7.4% within +/-12.0%" in out
+
+
 def test_improvement_is_not_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                          ) -> None:
     record = make_record("base-1", steady_steps())
