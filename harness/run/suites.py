@@ -47,6 +47,9 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
     for item in values:
         if expected is int and (isinstance(item, bool) or not isinstance(item, int)):
             raise UsageError(f"{source}: {where}.{key} must be an integer, got {item!r}")
+        if expected == (int, float) and (isinstance(item, bool) or not isinstance(
+                item, int | float) or not (item > 0 and math.isfinite(item))):
+            raise UsageError(f"{source}: {where}.{key} must be a number > 0, got {item!r}")
         if expected is not int and not isinstance(item, expected):
             names = " or ".join(t.__name__ for t in
                                 (expected if isinstance(expected, tuple) else (expected,)))

@@ -390,6 +390,7 @@ GOOD_RUN_VALUES = {
     str: st.sampled_from(["hep_cnn", "tiny", "cpu", "gloo", "fp32", ""]) | st.text(max_size=8),
     int: st.integers(0, 64),
     bool: st.booleans(),
+    float: st.floats(0.5, 30.0),
     dict: st.dictionaries(st.sampled_from(["period", "H", "x"]), st.integers(0, 8)
                           | st.text(max_size=4), max_size=2),
 }
@@ -425,6 +426,8 @@ def valid_suites(draw: st.DrawFn) -> dict[str, Any]:
         kind = RUN_KEYS[key]
         if kind is int:
             return st.integers(0 if key in ("warmup", "threads", "seed") else 1, 64)
+        if kind == (int, float):  # a positive number
+            return st.integers(1, 64) | st.floats(0.5, 30.0)
         kinds = kind if isinstance(kind, tuple) else (kind,)
         return st.one_of([GOOD_RUN_VALUES[k] for k in kinds])
 
