@@ -113,8 +113,18 @@ def is_busy(record: dict[str, Any]) -> bool:
     return isinstance(load, dict) and load.get("busy") is True
 
 
+def is_imprecise(record: dict[str, Any]) -> bool:
+    """Whether a record says its figure missed its precision target (notes.measurement)."""
+    notes = record.get("notes")
+    account = notes.get("measurement") if isinstance(notes, dict) else None
+    return isinstance(account, dict) and account.get("target_met") is False
+
+
 def marked_status(record: dict[str, Any]) -> str:
-    """The status as every table shows it (run summary, report): a busy machine's figures are
-    marked, so no table shows them as a quiet run's."""
+    """The status as every table shows it (run summary, report): a busy machine's figures and
+    figures that missed their precision target are marked, so no table shows them as a quiet,
+    precise run's."""
     status = str(record.get("status"))
-    return f"{status} (busy)" if is_busy(record) else status
+    marks = [mark for mark, found in (("busy", is_busy(record)),
+                                      ("imprecise", is_imprecise(record))) if found]
+    return f"{status} ({', '.join(marks)})" if marks else status

@@ -336,7 +336,8 @@ class Builder:
                           intro="The newest record of each experiment. Values are medians; "
                           "brackets hold the 95% confidence interval of the median where "
                           "per-step samples exist. (busy): measured while other processes "
-                          "took CPU time from the run's cores."),
+                          "took CPU time from the run's cores. (imprecise): the interval "
+                          "missed the run's precision target."),
                 "<h2>Trends</h2>"]
         found_all = []
         for name in self.workloads:

@@ -112,8 +112,20 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
     numeric = [False] * (len(keys) + 2) + [name != "quality" for name in names] + [False]
     busy = [f"{view.run_id}: measured on a busy machine "
             f"({clean_text(view.load.get('busy_reason'))})" for view in views if view.busy]
+    imprecise = [f"{view.run_id}: {_missed(view.measurement)}" for view in views
+                 if view.measurement.get("target_met") is False]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
-                 notes=_failures(views) + busy)
+                 notes=_failures(views) + busy + imprecise)
+
+
+def _missed(account: dict[str, Any]) -> str:
+    """A run that missed its precision target, as a table's note says it."""
+    achieved, target = account.get("achieved_ci_pct"), account.get("target_ci_pct")
+    shown = f"+/-{achieved:.1f}%" if isinstance(achieved, int | float) else "no interval"
+    wanted = f"+/-{target:g}%" if isinstance(target, int | float) else "its target"
+    return (f"imprecise: {shown} against {wanted} ({clean_text(account.get('stopped'), 40)} "
+            f"after {clean_text(account.get('measured_steps'), 12)} steps"
+            + ("; drifting" if account.get("drifting") is True else "") + ")")
 
 
 def comm_table(op: str, views: list[RecordView]) -> Table:

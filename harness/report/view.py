@@ -120,6 +120,8 @@ class RecordView:
     code: dict[str, Any] = field(default_factory=dict)
     load: dict[str, Any] = field(default_factory=dict)
     trajectory: dict[str, Any] = field(default_factory=dict)
+    # how the run decided its length and what precision it reached (notes.measurement)
+    measurement: dict[str, Any] = field(default_factory=dict)
 
     @property
     def busy(self) -> bool:
@@ -129,7 +131,8 @@ class RecordView:
     @property
     def status_text(self) -> str:
         """The status as tables show it: a busy machine's figures are marked."""
-        return marked_status({"status": self.status, "load": self.load})
+        return marked_status({"status": self.status, "load": self.load,
+                              "notes": {"measurement": self.measurement}})
 
     @property
     def machine_label(self) -> str:
@@ -151,7 +154,8 @@ class RecordView:
                    software=_dict(record.get("software")),
                    harness=_dict(record.get("harness")), metrics=metrics,
                    code=_dict(record.get("code")), load=_dict(record.get("load")),
-                   trajectory=_dict(record.get("trajectory")))
+                   trajectory=_dict(record.get("trajectory")),
+                   measurement=_dict(_dict(record.get("notes")).get("measurement")))
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW_ARGS = "quick --size tiny --steps 20 --repeat 3"
@@ -62,6 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-false-alarms-"))
     stores, slowed = [], []
+    durations: list[float] = []
     # normal and slowed runs alternate, so that both sample the machine at the same times
     plan = [("run", i) for i in range(args.runs)]
     for i in range(args.slowed):
@@ -75,6 +77,8 @@ def main() -> None:
         if done.returncode != 0:
             raise SystemExit(f"{kind} {i}: exit {done.returncode}\n{done.stderr[-2000:]}")
         (slowed if kind == "slowed" else stores).append(out)
+        if kind == "run":
+            durations.append(time.monotonic() - started)
         print(f"{kind} {i + 1}: {time.monotonic() - started:.0f} s", flush=True)
     alarms: list[dict[str, object]] = []
     ratios: dict[str, list[float]] = {}
@@ -104,6 +108,7 @@ def main() -> None:
         values.sort()
         print(f"  {key:40s} {values[0]:.3f} / {values[len(values) // 2]:.3f} / "
               f"{values[-1]:.3f}")
+    precision = report_precision(stores, durations)
     caught, injected = power(root, stores, slowed, args.threshold)
     if slowed:
         print(f"\nslowed runs (--straggler 0:{args.factor:g}): throughput ratio slowed/normal "
@@ -116,7 +121,38 @@ def main() -> None:
             "rate": rate, "alarms": alarms,
             "ratios": {k: [min(v), max(v)] for k, v in ratios.items()},
             "slowed": len(slowed), "factor": args.factor, "caught": caught,
-            "injected": injected}, indent=1) + "\n")
+            "injected": injected, "precision": precision, "run_seconds": durations},
+            indent=1) + "\n")
+
+
+def report_precision(stores: list[Path], durations: list[float]) -> dict[str, dict[str, Any]]:
+    """Each workload's achieved interval over the normal runs (as their records state it),
+    how many met their target, the steps they measured; and the runs' wall time."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for store in stores:
+        for path in sorted(store.rglob("*.json")):
+            record = json.loads(path.read_text())
+            if not isinstance(record, dict) or "spec" not in record:
+                continue
+            account = (record.get("notes") or {}).get("measurement") or {}
+            found.setdefault(record["spec"]["workload"], []).append(account)
+    print(f"\nwall time of a run (s): min {min(durations):.0f}, median "
+          f"{sorted(durations)[len(durations) // 2]:.0f}, max {max(durations):.0f}")
+    print("achieved 95% interval of throughput per workload (min / median / max), runs that "
+          "met the target, steps measured (median):")
+    out = {}
+    for workload, accounts in sorted(found.items()):
+        achieved = sorted(a["achieved_ci_pct"] for a in accounts
+                          if isinstance(a.get("achieved_ci_pct"), (int, float)))
+        steps = sorted(a.get("measured_steps") or 0 for a in accounts)
+        met = sum(a.get("target_met") is True for a in accounts)
+        if achieved:
+            print(f"  {workload:10s} +/-{achieved[0]:.2f}% / {achieved[len(achieved) // 2]:.2f}% "
+                  f"/ {achieved[-1]:.2f}%   met {met}/{len(accounts)}   steps "
+                  f"{steps[len(steps) // 2]}")
+        out[workload] = {"achieved_ci_pct": achieved, "met": met, "runs": len(accounts),
+                         "steps": steps}
+    return out
 
 
 def power(root: Path, stores: list[Path], slowed: list[Path], threshold: str

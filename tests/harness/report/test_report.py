@@ -132,6 +132,24 @@ def test_failed_records_show_status_and_error(
             "code 9") in out
 
 
+def test_a_figure_that_missed_its_precision_target_is_marked(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    precise, missed = training("run-precise"), training("run-missed", precision="bf16")
+    precise["notes"]["measurement"] = {"rule": "adaptive", "target_met": True,
+                                       "achieved_ci_pct": 1.2, "target_ci_pct": 2.0}
+    missed["notes"]["measurement"] = {"rule": "adaptive", "target_met": False,
+                                      "achieved_ci_pct": 7.5, "target_ci_pct": 2.0,
+                                      "stopped": "time budget spent", "measured_steps": 41,
+                                      "drifting": True}
+    store = write_store(tmp_path / "store", [precise, missed])
+    _, out, _ = report(capsys, str(store))
+    assert "success (imprecise)" in table_row(out, "run-missed")
+    assert "success" in table_row(out, "run-precise") and \
+        "imprecise" not in " ".join(table_row(out, "run-precise"))
+    assert (r"run-missed: imprecise: +/-7.5% against +/-2% (time budget spent after 41 "
+            "steps; drifting)") in out.replace("\\", "")
+
+
 def test_markdown_ends_with_the_records_and_files_it_was_made_from(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
