@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         init_comm,
     )
     from harness.rank.loops import run_throughput, run_time_to_train
-    from harness.strategies.meter import CommMeter
+    from harness.strategies.meter import COUNTED_BACKENDS, CommMeter
     from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
 
     run_dir = RunDir.join(args.run_dir)
@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         tolerant = tolerates_loss(spec)
         if tolerant:
             os.environ[LOST_DIR_VAR] = str(run_dir.path)  # where servers learn of lost workers
-        meter = CommMeter() if spec.kind == "train" and spec.comm != "none" else None
+        # Only a backend the counting wrapper wraps counts: a meter beside NCCL would record
+        # a zero for every step (harness/run/collect.py notes why nothing was counted).
+        meter = CommMeter() if spec.kind == "train" and spec.comm in COUNTED_BACKENDS \
+            else None
         device = bind_device(spec, who)
         if spec.comm != "none":
             init_comm(spec, who, args.timeout, meter, device)

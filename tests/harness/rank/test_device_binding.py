@@ -100,3 +100,24 @@ def test_every_synchronize_names_its_device() -> None:
              for path in sorted((ROOT / folder).rglob("*.py"))
              if (lines := _bare_synchronize_calls(path))}
     assert found == {}
+
+
+def test_an_nccl_run_records_no_zero_bytes_but_says_why(tmp_path: Path) -> None:
+    """NCCL has no counting wrapper: its records carry no comm_bytes of zeros beside a
+    non-zero analytic volume, and say that the traffic was not counted."""
+    from harness.core.spec import RunSpec
+    from harness.records.rundir import RankResult
+    from harness.records.store import Store
+    from harness.run.collect import collect_run
+
+    spec = RunSpec(workload="hep_cnn", size="tiny", backend="cuda", comm="nccl",
+                   nproc_per_node=2, batch_per_rank=4, steps=3, warmup=1)
+    ranks = [RankResult(rank=r, world_size=2, device_name="GPU", settings={},
+                        step_times=[0.01, 0.011, 0.012], losses=[1.0, 0.9, 0.8])
+             for r in range(2)]
+    collected = collect_run(spec, ranks, None, Store(tmp_path / "store"))
+    assert not any(m.name.startswith("comm_bytes") for m in collected.metrics)
+    assert "not counted" in collected.notes["comm_bytes_unavailable"]
+    gloo = collect_run(spec.replace(backend="cpu", comm="gloo"), ranks, None,
+                       Store(tmp_path / "store"))
+    assert "comm_bytes_unavailable" not in gloo.notes
