@@ -43,12 +43,57 @@ def merge_base(ref: str, directory: Path | None = None) -> str:
     return done.stdout.strip()
 
 
+# The run-to-run noise of an experiment is estimated from its latest runs on the machine (at
+# least MIN_HISTORY of them): how far apart two runs of unchanged code fall there.
+HISTORY_RUNS = 10
+MIN_HISTORY = 5
+
+
 @dataclass
 class Selection:
-    """The records chosen as the baseline and the line that says where they came from."""
+    """The records chosen as the baseline, the line that says where they came from, and the
+    run-to-run noise of each experiment in the machine's history (spec_key -> metric ->
+    percent)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     description: str = ""
+    noise: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per experiment and metric, how far apart two runs of the same code fall on this
+    machine (percent, 95%): from the values of its latest HISTORY_RUNS runs in time order,
+    the differences of consecutive logarithms (a real step between two commits is one
+    difference among them, so their median ignores it), whose spread 1.4826 x median |d| is
+    that of the log ratio of two runs; the ratio of two runs falls within
+    exp(1.96 x 1.4826 x median |d|). Experiments with fewer than MIN_HISTORY runs have none.
+    A gate then calls no change that this machine's reruns reach on their own, whatever one
+    invocation's intervals say (they leave out what varies between invocations: 0.82-1.22
+    between two runs of one commit here, with each run's interval within 2%)."""
+    import math
+    import statistics
+
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.get("spec_key"):
+            runs.setdefault(str(record["spec_key"]), []).append(record)
+    found: dict[str, dict[str, float]] = {}
+    for key, members in runs.items():
+        latest = sorted(members, key=lambda r: str(r.get("created_at", "")))[-HISTORY_RUNS:]
+        values: dict[str, list[float]] = {}
+        for record in latest:
+            for entry in record.get("metrics") or []:
+                value = entry.get("value") if isinstance(entry, dict) else None
+                if isinstance(value, int | float) and not isinstance(value, bool) \
+                        and value > 0 and math.isfinite(value):
+                    values.setdefault(str(entry.get("name")), []).append(math.log(value))
+        for name, logs in values.items():
+            if len(logs) < MIN_HISTORY:
+                continue
+            typical = statistics.median(abs(b - a) for a, b in
+                                        zip(logs[:-1], logs[1:], strict=True))
+            found.setdefault(key, {})[name] = (math.exp(1.96 * 1.4826 * typical) - 1.0) * 100
+    return found
 
 
 def candidate_machine(candidate: list[dict[str, Any]]) -> str:
@@ -89,7 +134,7 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
             raise UsageError(f"{source}: no successful record of {machine} at commit "
                              f"{commit[:12]} (it holds commits {_commits(mine)})")
         return Selection(chosen, f"baseline: {machine} at commit {_commits(chosen)} "
-                         f"({len(chosen)} records of {source})")
+                         f"({len(chosen)} records of {source})", history_noise(mine))
     on_branch = [r for r in mine if code_of(r).get("branch") == branch]
     if not on_branch:
         branches = sorted({str(code_of(r).get("branch")) for r in mine})
@@ -100,7 +145,8 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
         latest.setdefault(_experiment(record), str(code_of(record).get("commit")))
     chosen = [r for r in on_branch if latest[_experiment(r)] == str(code_of(r).get("commit"))]
     return Selection(chosen, f"baseline: {machine}, latest on {branch}: commit "
-                     f"{_commits(chosen)} ({len(chosen)} records of {source})")
+                     f"{_commits(chosen)} ({len(chosen)} records of {source})",
+                     history_noise(on_branch))
 
 
 def pooled(records: list[dict[str, Any]], side: str) -> str | None:

@@ -132,10 +132,11 @@ def trajectory_command(args: argparse.Namespace) -> int:
 
 
 def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
-                    ) -> list[dict[str, Any]]:
+                    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
     """The baseline side: every record given, or those --baseline-branch, --baseline-commit
     or --baseline-merge-base choose from the store for the candidate's machine (chosen from
-    the store's index: only the chosen records are read)."""
+    the store's index: only the chosen records are read); and, for a store's baseline, the
+    run-to-run noise of each experiment in the machine's history."""
     from harness.compare.baseline import merge_base, pooled, select_baseline
     from harness.records.inputs import catalog_inputs
 
@@ -152,7 +153,7 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
         note = pooled([r for r in base_all if r.get("status") == "success"], "the baseline")
         if note:
             warn(note)
-        return base_all
+        return base_all, {}
     catalog = catalog_inputs([args.baseline])
     for message in catalog.warnings:
         warn(message)
@@ -160,7 +161,12 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
     selection = select_baseline(summaries, cand_all, shown(args.baseline), commit, branch)
     chosen = {record["run_id"] for record in selection.records}
     print(f"dtbench: {selection.description}", file=sys.stderr)
-    return catalog.load([row for row in catalog.rows if row["run_id"] in chosen])
+    if selection.noise:
+        print(f"dtbench: run-to-run noise from the machine's history: "
+              f"{len(selection.noise)} experiment(s) with at least 5 runs; no change within "
+              "it is called a regression", file=sys.stderr)
+    return catalog.load([row for row in catalog.rows if row["run_id"] in chosen]), \
+        selection.noise
 
 
 def command(args: argparse.Namespace) -> int:
@@ -171,10 +177,10 @@ def command(args: argparse.Namespace) -> int:
     if not is_store_url(args.baseline) and not Path(args.baseline).exists():
         raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
     cand_all = load_all(args.candidate)
-    base_all = chosen_baseline(args, cand_all)
+    base_all, noise = chosen_baseline(args, cand_all)
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
-    comparison = compare_records(baseline, candidate, float(args.threshold), match_on)
+    comparison = compare_records(baseline, candidate, float(args.threshold), match_on, noise)
     allow = bool(getattr(args, "allow_different_hardware", False))
     if comparison.hardware and not allow:
         label, found = next(iter(comparison.hardware.items()))

@@ -186,8 +186,8 @@ def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | No
                          ratio=test.ratio, test=test, resolution_pct=resolution_pct)
 
 
-def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
-                   ) -> list[ComparisonRow]:
+def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
+                   noise: dict[str, float] | None = None) -> list[ComparisonRow]:
     base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
     deterministic = all(r["spec"].get("task") in DETERMINISTIC_TASKS
                         for r in base.records + cand.records)
@@ -214,6 +214,8 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float
                                     reciprocal=name in OVER_MEDIAN_STEP)
             sides = before.resolution(name), after.resolution(name)
             resolution = sides[0] + sides[1] if None not in sides else None
+            if noise and name in noise:  # what reruns reach on this machine
+                resolution = max(resolution or 0.0, noise[name])
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
                                 resolution))
         elif name in VALUE_GATED and before.values and after.values and not deterministic:
@@ -312,7 +314,8 @@ class Comparison:
         if unresolved:
             lines.append(f"note: {len(unresolved)} change(s) beyond the threshold are smaller "
                          "than the two sides can resolve (their stated 95% intervals, and the "
-                         "spread between repeats, added), so none is called a regression: "
+                         "spread between repeats, added; or the run-to-run noise of the "
+                         "machine's history), so none is called a regression: "
                          + "; ".join(f"{row.metric} on {row.workload} "
                                      f"{(row.ratio - 1) * 100:+.1f}% within "
                                      f"+/-{row.resolution_pct:.1f}%" for row in unresolved)
@@ -362,16 +365,20 @@ def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]
 
 
 def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
-                    threshold_pct: float, match_on: tuple[str, ...] | None = None
-                    ) -> Comparison:
-    """Compare the successful records of two sides (others are ignored)."""
+                    threshold_pct: float, match_on: tuple[str, ...] | None = None,
+                    noise: dict[str, dict[str, float]] | None = None) -> Comparison:
+    """Compare the successful records of two sides (others are ignored). `noise`: each
+    experiment's run-to-run noise in the baseline machine's history (spec_key -> metric ->
+    percent), below which no change is called one."""
     from harness.core.hardware import hardware_differences
 
     pairs, only_base, only_cand = match_specs(
         [r for r in baseline if r.get("status") == "success"],
         [r for r in candidate if r.get("status") == "success"], match_on)
     rows = holm([row for base, cand in pairs
-                 for row in compare_groups(base, cand, threshold_pct)])
+                 for row in compare_groups(base, cand, threshold_pct,
+                                           (noise or {}).get(str(base.records[0].get(
+                                               "spec_key"))))])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records

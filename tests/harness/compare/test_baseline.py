@@ -120,3 +120,39 @@ def test_merge_base_comes_from_git(store: Path, candidate: str, tmp_path: Path,
     assert f"at commit {base[:12]}" in capsys.readouterr().err
     assert main(["compare", str(store), candidate, "--baseline-merge-base", "no-such"]) == 2
     assert "--baseline-merge-base no-such" in capsys.readouterr().err
+
+
+def history(tmp_path: Path, factors: list[float]) -> Path:
+    """runner-a's main: a run per commit whose code is the same, slower or faster by
+    `factors` (what the machine did to them), oldest first."""
+    for i, factor in enumerate(factors):
+        commit = f"{i:x}" * 40
+        record = run(i, commit, f"2026-11-0{1 + i // 10}T00:{i % 10}0")
+        record = scaled(scaled(record, record["run_id"], "step_time", factor),
+                        record["run_id"], "throughput", 1 / factor)
+        write(tmp_path / "store" / f"{record['run_id']}.json", record)
+    return tmp_path / "store"
+
+
+@pytest.mark.parametrize("factors, code", [
+    ([1.0, 1.12, 0.92, 1.08, 0.9, 1.1, 0.95, 1.05], 0),  # reruns vary ~10%: 12% is noise
+    ([1.0, 1.003, 0.998, 1.002, 0.997, 1.001, 0.999, 1.0], 1),  # quiet: 12% is a regression
+])
+def test_the_machines_history_sets_what_counts_as_a_change(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], factors: list[float],
+        code: int) -> None:
+    store = history(tmp_path, factors)
+    slow = tmp_path / "slow"
+    for seed in range(3):
+        record = run(20 + seed, "9" * 40, "2026-11-07", 1.12)
+        write(slow / f"s{seed}.json", scaled(record, record["run_id"], "throughput", 1 / 1.12))
+    assert main(["compare", str(store), str(slow), "--baseline-branch", "main",
+                 "--json", str(tmp_path / "c.json")]) == code
+    captured = capsys.readouterr()
+    assert "run-to-run noise from the machine's history: 1 experiment(s)" in captured.err
+    import json
+
+    row = next(r for r in json.loads((tmp_path / "c.json").read_text())["rows"]
+               if r["metric"] == "throughput")
+    assert row["verdict"] == ("below resolution" if code == 0 else "regression")
+    assert (row["resolution_pct"] > 12) == (code == 0)
