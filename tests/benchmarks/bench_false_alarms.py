@@ -110,6 +110,7 @@ def main() -> None:
               f"{values[-1]:.3f}")
     precision = report_precision(stores, durations)
     caught, injected = power(root, stores, slowed, args.threshold)
+    gate = history_gate(root, stores, slowed, args.threshold)
     if slowed:
         print(f"\nslowed runs (--straggler 0:{args.factor:g}): throughput ratio slowed/normal "
               f"per workload: {', '.join(f'{k} {v:.3f}' for k, v in sorted(injected.items()))}")
@@ -121,8 +122,55 @@ def main() -> None:
             "rate": rate, "alarms": alarms,
             "ratios": {k: [min(v), max(v)] for k, v in ratios.items()},
             "slowed": len(slowed), "factor": args.factor, "caught": caught,
-            "injected": injected, "precision": precision, "run_seconds": durations},
+            "injected": injected, "precision": precision, "run_seconds": durations,
+            "history_gate": gate},
             indent=1) + "\n")
+
+
+HISTORY_FIRST = 5  # runs in the history before the first candidate
+
+
+def history_store(root: Path, stores: list[Path], name: str) -> Path:
+    """The normal runs' records as a CI's store would hold them: each run a commit of main on
+    one machine (commits as the records would carry them; the code is the same)."""
+    folder = root / name
+    folder.mkdir()
+    for i, store in enumerate(stores):
+        for path in sorted(store.rglob("*.json")):
+            record = json.loads(path.read_text())
+            if not isinstance(record, dict) or "spec" not in record:
+                continue
+            record["code"] = {**(record.get("code") or {}), "commit": f"{i:040x}",
+                              "branch": "main", "dirty": False}
+            (folder / path.name).write_text(json.dumps(record))
+    return folder
+
+
+def history_gate(root: Path, stores: list[Path], slowed: list[Path], threshold: str
+                 ) -> dict[str, Any]:
+    """The gate as CI uses it with a store: run i compared with `--baseline-branch main` over
+    the runs before it (from the HISTORY_FIRST-th on): an exit 1 is a false alarm; each
+    slowed run compared over all normal runs: an exit 1 is a slowdown caught."""
+    alarms, caught, lines = 0, 0, []
+    candidates = list(range(HISTORY_FIRST, len(stores)))
+    for i in candidates:
+        base = history_store(root, stores[:i], f"history-{i:02d}")
+        done = dtbench("compare", str(base), str(stores[i]), "--baseline-branch", "main",
+                       "--threshold", threshold)
+        alarms += done.returncode == 1
+        if done.returncode == 1:
+            lines.append(done.stdout.strip().splitlines()[-1])
+    full = history_store(root, stores, "history-all") if slowed else None
+    for out in slowed:
+        done = dtbench("compare", str(full), str(out), "--baseline-branch", "main",
+                       "--threshold", threshold, "--match-on", MATCH_WITHOUT_STRAGGLER)
+        caught += done.returncode == 1
+    print(f"\nwith the machine's history (compare STORE RUN --baseline-branch main): false "
+          f"alarms {alarms}/{len(candidates)}, slowdowns caught {caught}/{len(slowed)}")
+    for line in lines[:5]:
+        print(f"  {line}")
+    return {"candidates": len(candidates), "false_alarms": alarms, "slowed": len(slowed),
+            "caught": caught, "alarm_lines": lines}
 
 
 def report_precision(stores: list[Path], durations: list[float]) -> dict[str, dict[str, Any]]:
