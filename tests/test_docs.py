@@ -147,3 +147,35 @@ def test_no_reference_to_spec_sections_outside_docs() -> None:
     offenders = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _tracked("*.py")
                  for m in SPEC_REFERENCE.finditer(p.read_text())]
     assert not offenders, offenders
+
+
+def test_what_runs_where_matches_every_strategys_declarations() -> None:
+    """docs/guide/strategies.md's table of strategy x backend is the declarations, and every
+    'no' is refused by the planner with the reason the table gives."""
+    from harness.core.errors import UsageError
+    from harness.core.spec import RunSpec
+
+    text = (ROOT / "docs" / "guide" / "strategies.md").read_text()
+    rows = {}
+    for line in text.split("## What runs where", 1)[1].splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in STRATEGIES:
+            rows[cells[0]] = cells
+    assert set(rows) == set(STRATEGIES)
+    for name, (_, gloo, mpi, nccl, launchers, why) in rows.items():
+        declared = STRATEGIES.get(name)
+        assert [gloo, mpi, nccl] == ["yes" if c in declared.comms else "no"
+                                     for c in ("gloo", "mpi", "nccl")], name
+        assert launchers == ", ".join(declared.launchers), name
+        if nccl == "no":
+            assert why == declared.comm_reason and why
+            spec = RunSpec(workload="hep_cnn", size="tiny", backend="cuda", comm="nccl",
+                           nproc_per_node=3, batch_per_rank=4, steps=3, strategy=name,
+                           strategy_options=declared.parse_options(
+                               {"s": 2} if name == "ssp" else {}))
+            try:
+                declared.check(spec)
+            except UsageError as exc:
+                assert why in str(exc), name
+            else:
+                raise AssertionError(f"{name} on nccl was not refused")

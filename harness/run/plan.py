@@ -44,8 +44,14 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     from workloads import get_workload
 
     backend = options.get("backend") or "auto"
+    world = (options.get("nproc") or 1) * (options.get("nnodes") or 1)
+    strategy = STRATEGIES.get(options.get("strategy") or "ddp")
     if backend == "auto":
-        backend = best_backend()
+        # gloo and MPI runs are host runs (validate says why); GPUs talk over NCCL, so a
+        # strategy that cannot use it runs on the host too
+        host = world > 1 and (options.get("comm") in ("gloo", "mpi")
+                              or "nccl" not in strategy.comms)
+        backend = "cpu" if host else best_backend()
     workload = get_workload(options["workload"])
     size = options.get("size") or "small"
     preset = workload.preset(size)
@@ -53,9 +59,8 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
     threads = options.get("threads") or 0
     if not threads and backend == "cpu":
         threads = max(1, len(os.sched_getaffinity(0)) // nproc)
-    strategy = STRATEGIES.get(options.get("strategy") or "ddp")
-    world = nproc * (options.get("nnodes") or 1)
-    comm = options.get("comm") or ("none" if world == 1 else "gloo")
+    comm = options.get("comm") or ("none" if world == 1 else
+                                   "nccl" if backend == "cuda" else "gloo")
     values: dict[str, Any] = dict(
         workload=workload.name, size=size, backend=backend, comm=comm,
         # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.

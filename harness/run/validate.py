@@ -60,6 +60,10 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_positive("seed", spec.seed, allow_zero=True)
     if spec.comm == "nccl" and spec.backend != "cuda":
         raise UsageError("--comm nccl needs --backend cuda; on cpu use --comm gloo or --comm mpi")
+    if spec.backend == "cuda" and spec.comm in ("gloo", "mpi") and spec.world_size > 1:
+        raise UsageError(f"--backend cuda with --comm {spec.comm}: dtbench counts the bytes of "
+                         f"{spec.comm} on host tensors only; use --comm nccl on GPUs, or "
+                         "--backend cpu")
     if spec.world_size > 1 and spec.comm == "none":
         raise UsageError(f"world size {spec.world_size} needs a communication backend: "
                          "--comm gloo, mpi or nccl")

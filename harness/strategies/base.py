@@ -100,6 +100,8 @@ class Strategy(ABC):
     tolerates_worker_loss: ClassVar[bool] = False
     # Communication backends it can run on (with several ranks).
     comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
+    # why the communication backends not in `comms` cannot run it (the refusal says so)
+    comm_reason: ClassVar[str] = ""
     launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
     # Whether set-up applies Recipe.ipex (ipex.optimize of the model and its optimizer).
     uses_ipex: ClassVar[bool] = False
@@ -157,7 +159,8 @@ class Strategy(ABC):
         """UsageError for a combination this strategy cannot run (say why)."""
         if spec.world_size > 1 and spec.comm not in cls.comms:
             raise UsageError(f"strategy {cls.name} runs over {', '.join(cls.comms)}, not "
-                             f"--comm {spec.comm}")
+                             f"--comm {spec.comm}"
+                             + (f": {cls.comm_reason}" if cls.comm_reason else ""))
         if spec.launcher not in cls.launchers:
             raise UsageError(f"strategy {cls.name} is started by {', '.join(cls.launchers)}, "
                              f"not --launcher {spec.launcher}")

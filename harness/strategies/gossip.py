@@ -28,6 +28,9 @@ class Gossip(Strategy):
     family = "decentralized"
     engine = "torch.distributed isend/irecv between ring neighbours"
     replicas_agree = False  # neighbours agree only in the limit
+    comms = ("gloo", "mpi")
+    comm_reason = ("it sends to and receives from each neighbour one call at a time, where "
+                   "NCCL needs point-to-point calls batched (batch_isend_irecv)")
     options: ClassVar[tuple[Option, ...]] = (
         Option("neighbours", int, 2, "peers each rank exchanges parameters with every step",
                minimum=1, assumption="the run mixes with both ring neighbours (rank-1 and "

@@ -44,6 +44,8 @@ class Hogwild(Strategy):
     # measure of compute beside the single-rank run's.
     local_forward = False
     comms: ClassVar[tuple[str, ...]] = ("gloo",)
+    comm_reason: ClassVar[str] = ("its workers update one model in the shared memory of one "
+                                  "host; gloo only carries the evaluation's exchange")
     launchers: ClassVar[tuple[str, ...]] = ("local",)
 
     @classmethod
@@ -55,7 +57,7 @@ class Hogwild(Strategy):
             raise UsageError(f"strategy hogwild needs its ranks on this node from dtbench's "
                              f"local launcher, not --launcher {spec.launcher}")
         if spec.backend != "cpu":
-            raise UsageError("strategy hogwild shares host memory: use --backend cpu")
+            raise UsageError(f"strategy hogwild runs on --backend cpu: {cls.comm_reason}")
         super().check(spec)
 
     @classmethod

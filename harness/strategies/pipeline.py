@@ -51,6 +51,8 @@ class Pipeline(Strategy):
     replicas_agree = False  # each rank holds its stage(s) only
     local_forward = False  # a stage waits for the previous stage's activations
     comms = ("gloo", "mpi")
+    comm_reason = ("it builds its device mesh and stages on the host; GPU placement and fp16 "
+                   "gradient scaling are not implemented for it")
 
     # ---------------------------------------------------------------- planning side
     @classmethod

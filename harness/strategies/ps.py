@@ -77,6 +77,9 @@ class ParameterServerStrategy(Strategy):
     replicas_agree = False
     synchronous = False
     rule: ClassVar[str] = "async"
+    comms = ("gloo", "mpi")
+    comm_reason = ("its servers receive from any source, which NCCL's process group does not "
+                   "do, and frame each message with a header in host memory")
 
     # -------------------------------------------------------------- planning side
     @classmethod

@@ -92,6 +92,8 @@ class _TPBase(Strategy):
 
     replicas_agree = False  # the FC layers are shards
     comms = ("gloo", "mpi")
+    comm_reason = ("it builds its device mesh and stages on the host; GPU placement and fp16 "
+                   "gradient scaling are not implemented for it")
     local_forward = False  # the split layers gather and reduce activations in the forward
     batch_sharded: ClassVar[bool] = False
 

@@ -59,7 +59,7 @@ def test_the_declared_spec_fields_are_the_run_specs() -> None:
 
 def test_identity_is_what_it_was_before_the_declaration() -> None:
     assert set(NOT_IN_KEY) == {"suite", "seed", "env", "peak", "replicas", "compile_mode",
-                               "ipex_mode"}
+                               "ipex_mode", "target_ci", "max_time"}
     assert KEY_DEFAULTS == {"strategy": "ddp", "strategy_options": {}, "straggler": None,
                             "ipex": False}
     assert DDP_SPEC_OPTIONS == {"bucket_mb": 25, "compression": "none"}
@@ -76,7 +76,7 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
         "workload", "size", "backend", "comm", "launcher", "precision", "nproc", "nnodes",
         "batch_size", "steps", "warmup", "mode", "repeat", "threads", "channels_last",
         "compile", "ipex", "data", "seed", "bucket_mb", "compression", "peak", "strategy",
-        "strategy_options", "straggler"}
+        "strategy_options", "straggler", "target_ci", "max_time"}
     assert RUN_KEYS["compile"] == (bool, str) and RUN_KEYS["nproc"] is int
 
 

@@ -190,3 +190,40 @@ def test_mpi_ranks_default_to_mpirun_and_local_mpi_beyond_one_rank_is_refused() 
     for launcher in ("local", "torchrun"):
         with pytest.raises(UsageError, match="--launcher mpirun"):
             resolve({**base, "nproc": 2, "launcher": launcher}, None)
+
+
+@pytest.fixture
+def gpu_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine whose best backend is CUDA (the planner's view only: nothing runs)."""
+    monkeypatch.setattr("harness.run.plan.best_backend", lambda: "cuda")
+
+
+@pytest.mark.parametrize("options, backend, comm", [
+    ({"nproc": 2}, "cuda", "nccl"),  # GPUs talk over NCCL by default
+    ({}, "cuda", "none"),
+    ({"nproc": 2, "comm": "gloo"}, "cpu", "gloo"),  # a gloo run is a host run
+    ({"nproc": 2, "comm": "mpi", "launcher": "mpirun"}, "cpu", "mpi"),
+    ({"nproc": 3, "strategy": "ps-async"}, "cpu", "gloo"),  # no NCCL for parameter servers
+    ({"nproc": 3, "strategy": "gossip"}, "cpu", "gloo"),
+])
+def test_on_a_gpu_machine_the_planner_picks_what_can_run(
+        gpu_machine: None, options: dict[str, Any], backend: str, comm: str) -> None:
+    spec = resolve({"workload": "hep_cnn", "size": "tiny", **options}, None)
+    assert (spec.backend, spec.comm) == (backend, comm)
+
+
+@pytest.mark.parametrize("options, reason", [
+    ({"backend": "cuda", "comm": "gloo", "nproc": 2}, "host tensors only; use --comm nccl"),
+    ({"backend": "cuda", "comm": "nccl", "nproc": 3, "strategy": "ps-async"},
+     "receive from any source"),
+    ({"backend": "cuda", "comm": "nccl", "nproc": 3, "strategy": "downpour"},
+     "receive from any source"),
+    ({"backend": "cuda", "comm": "nccl", "nproc": 2, "strategy": "gossip"},
+     "batch_isend_irecv"),
+    ({"backend": "cuda", "comm": "nccl", "nproc": 2, "strategy": "hogwild"},
+     "shared memory of one host"),
+])
+def test_a_combination_that_cannot_run_on_gpus_is_refused_with_its_reason(
+        options: dict[str, Any], reason: str) -> None:
+    with pytest.raises(UsageError, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        resolve({"workload": "hep_cnn", "size": "tiny", **options}, None)
