@@ -116,6 +116,7 @@ def _probe_spec(spec: RunSpec, switch: str, on: bool) -> RunSpec:
     probe = spec.replace(nproc_per_node=1, nnodes=1, comm="none", launcher="local",
                          strategy="ddp", strategy_options=(), straggler=None, replicas=0,
                          mode="throughput", steps=PROBE_STEPS, warmup=PROBE_WARMUP,
+                         target_ci=None, max_time=None,  # the probe's fixed count
                          peak="cached", compile=False, compile_mode="off", ipex_mode="off")
     if switch == "compile":  # compile is measured on top of the settled IPEX choice
         return probe.replace(compile=on)
