@@ -137,3 +137,14 @@ def test_the_probe_runs_in_a_rank_process(monkeypatch: pytest.MonkeyPatch) -> No
     result = autocompile.probe_in_a_rank(autocompile._probe_spec(_spec(), "compile", False))
     assert len(result.step_times) == autocompile.PROBE_STEPS
     assert result.world_size == 1 and torch.get_num_threads() == threads
+
+
+def test_the_probe_measures_its_own_fixed_count_not_the_runs_precision_target() -> None:
+    from harness.core.spec import RunSpec
+
+    spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=12, warmup=2,
+                   target_ci=2.0, max_time=20.0, nproc_per_node=2, comm="gloo")
+    for switch in ("compile", "ipex"):
+        probe = autocompile._probe_spec(spec, switch, True)
+        assert probe.target_ci is None and probe.max_time is None
+        assert probe.steps == autocompile.PROBE_STEPS and probe.world_size == 1
