@@ -183,3 +183,16 @@ def bootstrap_ratio_ci(baseline: Sequence[float] | np.ndarray,
         return (math.nan, math.nan)
     tail = (1.0 - confidence) / 2.0
     return (quantile(ratios, tail), quantile(ratios, 1.0 - tail))
+
+
+def repeat_spread(values: Sequence[float], intervals: Sequence[float]
+                  ) -> tuple[float, float | None]:
+    """Runs of one configuration: their between-run spread (half the range of the values over
+    their median, percent) and the within-run interval beside it (the median of the runs'
+    achieved intervals, percent; None where no run has one) -- pyperf's unstable-benchmark
+    test compares the two."""
+    ordered = sorted(values)
+    middle = float(np.median(ordered))
+    spread = (ordered[-1] - ordered[0]) / 2 / middle * 100.0 if middle else math.inf
+    within = float(np.median(sorted(intervals))) if intervals else None
+    return spread, within

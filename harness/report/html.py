@@ -9,6 +9,7 @@ import base64
 from collections.abc import Mapping
 from html import escape
 
+from harness.report.model import NOTES_HEADING
 from harness.report.tables import Report, Table
 from harness.report.view import RecordView
 
@@ -97,7 +98,7 @@ def render(report: Report, views: list[RecordView]) -> str:
                 lines.append(f"<p>{_e(table.intro)}</p>")
             lines += render_table(table)
             if table.notes:
-                lines += ["<p>Runs not measured, failed, or measured on a busy machine:</p>",
+                lines += [f"<p>{NOTES_HEADING}</p>",
                           *_items(table.notes)]
     if not report.empty:
         lines += _plots(views)

@@ -1,6 +1,7 @@
 """The report as GitHub-flavoured Markdown: tables per workload and per collective."""
 from __future__ import annotations
 
+from harness.report.model import NOTES_HEADING
 from harness.report.tables import Report, Table
 from harness.report.view import clean_text
 
@@ -50,7 +51,7 @@ def render(report: Report) -> str:
                 lines += [md_escape(table.intro), ""]
             lines += [*render_table(table), ""]
             if table.notes:
-                lines += ["Runs not measured, failed, or measured on a busy machine:", ""]
+                lines += [NOTES_HEADING, ""]
                 lines += [f"- {md_escape(note)}" for note in table.notes] + [""]
     if report.skipped:
         lines += ["## Skipped inputs", ""]

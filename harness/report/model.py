@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# What precedes a table's notes, in every format.
+NOTES_HEADING = ("Runs not measured, failed, measured on a busy machine or less precise than "
+                 "asked, and repeats that disagree:")
+
 
 @dataclass
 class Table:

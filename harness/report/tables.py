@@ -9,6 +9,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
+from harness.core.stats import repeat_spread
 from harness.core.text import human_bytes, size_label
 from harness.report.model import Report, Section, Table
 from harness.report.strategies import strategies_section
@@ -115,7 +116,36 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
     imprecise = [f"{view.run_id}: {_missed(view.measurement)}" for view in views
                  if view.measurement.get("target_met") is False]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
-                 notes=_failures(views) + busy + imprecise)
+                 notes=_failures(views) + busy + imprecise + _between_runs(views))
+
+
+def _between_runs(views: list[RecordView]) -> list[str]:
+    """A note per configuration measured two or more times on one machine at one commit (of
+    the code measured and of dtbench): how far its runs' throughputs spread beside the interval one run states, flagged where they disagree more
+    than twice that (another load, clock or placement between the runs)."""
+    sets: dict[tuple[str, ...], list[RecordView]] = {}
+    for view in views:
+        found = view.metrics.get("throughput")
+        if view.status == "success" and view.spec_key and found and found.value:
+            measured = (clean_text(view.code.get("commit")), clean_text(view.harness.get(
+                "git_commit")), clean_text(view.harness.get("dirty")))
+            sets.setdefault((view.machine_label, view.spec_key, *measured), []).append(view)
+    notes = []
+    for (machine, *_), members in sets.items():
+        if len(members) < 2:
+            continue
+        stated = [v.metrics["throughput"].raw.get("interval_pct") for v in members]
+        intervals = [number(s.get("achieved")) for s in stated if isinstance(s, dict)]
+        spread, within = repeat_spread([v.metrics["throughput"].value or 0.0 for v in members],
+                                       [i for i in intervals if i is not None])
+        unstable = within is not None and spread > 2 * within
+        first = members[0]
+        notes.append(f"between runs: {first.text('size')} {first.label()} on {machine}, one "
+                     f"commit: throughput +/-{spread:.1f}% across {len(members)} runs"
+                     + (f", +/-{within:.1f}% within a run" if within is not None else "")
+                     + (" (unstable: the runs disagree more than one run shows)"
+                        if unstable else ""))
+    return notes
 
 
 def _missed(account: dict[str, Any]) -> str:

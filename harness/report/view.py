@@ -122,6 +122,8 @@ class RecordView:
     trajectory: dict[str, Any] = field(default_factory=dict)
     # how the run decided its length and what precision it reached (notes.measurement)
     measurement: dict[str, Any] = field(default_factory=dict)
+    # the configuration's identity: the runs of one spec_key are repeats of each other
+    spec_key: str = ""
 
     @property
     def busy(self) -> bool:
@@ -155,7 +157,8 @@ class RecordView:
                    harness=_dict(record.get("harness")), metrics=metrics,
                    code=_dict(record.get("code")), load=_dict(record.get("load")),
                    trajectory=_dict(record.get("trajectory")),
-                   measurement=_dict(_dict(record.get("notes")).get("measurement")))
+                   measurement=_dict(_dict(record.get("notes")).get("measurement")),
+                   spec_key=clean_text(record.get("spec_key"), 200))
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies

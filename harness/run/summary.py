@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.machine_load import is_busy, marked_status
+from harness.core.stats import repeat_spread
 from harness.core.text import human_bytes, render_table
 from harness.records.record import metric
 
@@ -94,12 +95,9 @@ def repeat_spreads(records: list[dict[str, Any]]
     for members in groups.values():
         if len(members) < 2:
             continue
-        values = sorted(float(metric(r, "throughput")["value"]) for r in members)
-        middle = values[len(values) // 2] if len(values) % 2 else \
-            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
-        spread = (values[-1] - values[0]) / 2 / middle * 100.0
-        intervals = sorted(v for v in map(_interval, members) if v is not None)
-        within = intervals[len(intervals) // 2] if intervals else None
+        spread, within = repeat_spread(
+            [float(metric(r, "throughput")["value"]) for r in members],
+            [v for v in map(_interval, members) if v is not None])
         out.append((spread, within, _label(members[0]), len(members)))
     return out
 

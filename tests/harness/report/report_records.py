@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.core.fields import spec_key
+from harness.core.spec import RUN_FIELDS
 from harness.records.record import Metric
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
@@ -36,6 +38,7 @@ def training(run_id: str, *, precision: str = "fp32", speed: float = 1.0, world_
     record["spec"].update(workload=workload, precision=precision, world_size=world_size,
                           comm=comm, global_batch=global_batch,
                           launcher="torchrun" if world_size > 1 else "local")
+    record["spec_key"] = spec_key(record["spec"], RUN_FIELDS)
     metrics = [
         Metric("step_time", "s", _median(steps), False, samples=steps),
         Metric("throughput", "samples/s", value, True, samples=throughput),

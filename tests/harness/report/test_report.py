@@ -150,6 +150,22 @@ def test_a_figure_that_missed_its_precision_target_is_marked(
             "steps; drifting)") in out.replace("\\", "")
 
 
+def test_repeats_of_one_configuration_state_their_spread_beside_one_runs_interval(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [training(f"run-{i}", speed=speed) for i, speed in enumerate((1.0, 1.1, 0.9))]
+    for run in runs:
+        run["metrics"][1]["interval_pct"] = {"achieved": 1.5, "target": 2.0, "met": True}
+    other = training("run-bf16", precision="bf16")  # measured once: no spread to state
+    later = training("run-later", speed=2.0)  # the same spec at another commit: history
+    later["code"] = {"commit": "f" * 40, "branch": "main", "dirty": False}
+    _, out, _ = report(capsys, str(write_store(tmp_path / "store", [*runs, other, later])))
+    notes = [line for line in out.replace("\\", "").splitlines() if "between runs" in line]
+    # (1.1 - 0.9) / 2 / 1.0: +/-10%, beside the 1.5% each run states: unstable
+    assert notes == ["- between runs: tiny cpu/fp32 ×1 on Intel Ice Lake, 80 cores, one commit: "
+                     "throughput +/-10.0% across 3 runs, +/-1.5% within a run (unstable: the "
+                     "runs disagree more than one run shows)"]
+
+
 def test_markdown_ends_with_the_records_and_files_it_was_made_from(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
