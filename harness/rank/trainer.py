@@ -52,7 +52,7 @@ class Trainer:
         spec, workload = self.spec, self.workload
         optimizer_class, optimizer_kwargs = workload.optimizer_spec(spec.size)
 
-        def build_model() -> nn.Module:
+        def build_model(compiled: bool = True) -> nn.Module:
             # The same seed on every rank: replicas (and shards) start from the same numbers.
             torch.manual_seed(spec.seed)
             model = workload.build_model(spec.size)
@@ -60,7 +60,7 @@ class Trainer:
             if unsupported:
                 raise SkipRun(unsupported)
             return self.backend.prepare_model(model, self.device, self.channels_last,
-                                              spec.compile)
+                                              spec.compile and compiled)
 
         ipex = None
         self.settings["ipex"] = False

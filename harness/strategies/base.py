@@ -38,7 +38,9 @@ from harness.strategies.options import Option
 class Recipe:
     """What is trained, independent of how it is distributed: built by the rank's Trainer."""
 
-    build_model: Callable[[], nn.Module]            # seeded, on the device, channels_last
+    # seeded, on the device, channels_last; compiled unless compiled=False (a strategy that
+    # wraps the model compiles the wrapper instead: Recipe.compiled)
+    build_model: Callable[..., nn.Module]
     build_optimizer: Callable[[Iterable[Any]], torch.optim.Optimizer]
     optimizer_class: type[torch.optim.Optimizer]
     optimizer_kwargs: dict[str, Any]
@@ -49,6 +51,12 @@ class Recipe:
     scaler: Any | None = None
     compile: bool = False
     ipex: Callable[[nn.Module, torch.optim.Optimizer], tuple[nn.Module, Any]] | None = None
+
+    def compiled(self, model: nn.Module) -> nn.Module:
+        """The model torch.compile'd when the run asks for it. Strategies that wrap the model
+        (DDP, FSDP2) build it uncompiled and compile the wrapper, as PyTorch's DDP notes do:
+        compiled inside DDP, the backward is one graph and DDP's buckets cannot overlap it."""
+        return torch.compile(model) if self.compile else model  # type: ignore[return-value]
 
 
 @dataclass

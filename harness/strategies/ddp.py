@@ -65,7 +65,7 @@ class DDP(Strategy):
 
     def setup(self) -> None:
         recipe = self.recipe
-        model = recipe.build_model()
+        model = recipe.build_model(compiled=False)  # compiled last, around the DDP wrapper
         if self.spec.distributed:
             broadcast_from_first(model)
         optimizer = recipe.build_optimizer(model.parameters())
@@ -80,12 +80,12 @@ class DDP(Strategy):
                 gradient_as_bucket_view=True, init_sync=False)
             register_compression(ddp, self.option_value(self.spec, "compression"))
             model = ddp
-        self.model, self.optimizer = model, optimizer
+        self.model, self.optimizer = recipe.compiled(model), optimizer
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets)
 
     def unwrapped(self) -> nn.Module:
         """The model inside DDP (for checksums and state dicts)."""
-        model: Any = self.model
+        model: Any = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper
         return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model

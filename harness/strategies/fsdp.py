@@ -55,7 +55,7 @@ class FSDP(Strategy):
         recipe = self.recipe
         # Built whole with the run's seed on every rank, then sharded: the shards are the same
         # numbers a single process would start from (what the equivalence tests compare).
-        model = recipe.build_model()
+        model = recipe.build_model(compiled=False)  # compiled last, around the shards
         # FSDP2 shards contiguous parameters only: channels_last weights go back to the
         # default layout (inputs and activations may stay channels_last).
         model = model.to(memory_format=torch.contiguous_format)
@@ -73,8 +73,8 @@ class FSDP(Strategy):
             # torch 2.13 deprecates: one FutureWarning per step otherwise.
             warnings.filterwarnings("ignore", category=FutureWarning,
                                     module=r"torch\.distributed")
-        self.model = model
         self.optimizer = recipe.build_optimizer(model.parameters())
+        self.model = recipe.compiled(model)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets)

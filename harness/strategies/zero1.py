@@ -42,7 +42,7 @@ class Zero1(Strategy):
         from torch.distributed.optim import ZeroRedundancyOptimizer
 
         recipe = self.recipe
-        model = recipe.build_model()
+        model = recipe.build_model(compiled=False)  # compiled last, around the DDP wrapper
         if self.spec.distributed:
             broadcast_from_first(model)
             device = self.place.device
@@ -57,7 +57,7 @@ class Zero1(Strategy):
                 **recipe.optimizer_kwargs)
         else:
             self.optimizer = recipe.build_optimizer(model.parameters())
-        self.model = model
+        self.model = recipe.compiled(model)
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets, optimizer_kind="parameter")
