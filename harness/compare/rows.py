@@ -31,6 +31,19 @@ DETERMINISTIC_TASKS = frozenset({"prediction"})
 # one-rank runs of lstm small peaked at 0.99 and 1.21 GiB on a 2-core VM: 22% apart).
 VALUE_GATED = frozenset({"peak_memory", "time_to_train"})
 SINGLE_RUN_LIMIT_PCT = 25.0
+# Diagnostics: tested and shown to explain a change, never failing the gate. The phases of a
+# step are far noisier than the step they add up to, and FLOP/s and MFU are the throughput
+# times a constant (or over a peak measured apart): gating them tests one change several times
+# over and multiplies the false alarms (docs/measurements/precision.md).
+DIAGNOSTIC = frozenset({"achieved_flops", "mfu"})
+DIAGNOSTIC_PREFIX = "phase_"
+
+
+def gates(metric: str) -> bool:
+    """Whether a change of this metric can fail the gate (else it is a diagnostic)."""
+    return not (metric in DIAGNOSTIC or metric.startswith(DIAGNOSTIC_PREFIX))
+
+
 # Repeats per side from which runs, not steps, are the unit of the statistics.
 MIN_RUNS = 2
 SUGGESTED_REPEATS = 5
@@ -134,6 +147,17 @@ class ComparisonRow:
     # what the two sides can resolve together (percent), where both state their precision
     resolution_pct: float | None = None
 
+    @property
+    def gated(self) -> bool:
+        return gates(self.metric)
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as tables show it: a diagnostic's is marked, since it fails nothing."""
+        return self.verdict if self.gated or self.verdict in (OK, NO_SAMPLES, ONLY_BASELINE,
+                                                              ONLY_CANDIDATE) \
+            else f"{self.verdict} (diagnostic)"
+
     def cells(self) -> list[str]:
         ci = f"[{self.test.ci_low:.3f}, {self.test.ci_high:.3f}]" if self.test else "-"
         p_value = _number(self.test.p_value, "{:.2g}") if self.test else "-"
@@ -141,7 +165,7 @@ class ComparisonRow:
                  f"{'runs' if self.test.level == 'runs' else 'steps'}") if self.test else "-"
         return [self.workload, self.spec, self.metric, self.unit or "-", _number(self.baseline),
                 _number(self.candidate), _number(self.ratio, "{:.3f}"), ci, p_value, count,
-                self.verdict]
+                self.verdict_text]
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -149,7 +173,7 @@ class ComparisonRow:
             "unit": self.unit, "higher_is_better": self.higher_is_better,
             "baseline_median": self.baseline, "candidate_median": self.candidate,
             "ratio": self.ratio, "ci95": None, "p_value": None, "verdict": self.verdict,
-            "resolution_pct": self.resolution_pct}
+            "gated": self.gated, "resolution_pct": self.resolution_pct}
         if self.test:
             data.update(self.test.as_dict())
         return data
@@ -267,7 +291,7 @@ class Comparison:
 
     @property
     def regressions(self) -> list[ComparisonRow]:
-        return [row for row in self.rows if row.verdict == REGRESSION]
+        return [row for row in self.rows if row.verdict == REGRESSION and row.gated]
 
     def summary(self) -> str:
         """The last line compare prints; it agrees with the exit code (1 when it says failed
@@ -310,7 +334,7 @@ class Comparison:
             lines.append("note: rows measured 'summary' come from summary statistics alone "
                          "(mean, stddev, rounds; no per-round data in the file): ratio of "
                          "means, delta-method CI, Welch's t-test")
-        unresolved = [row for row in self.rows if row.verdict == UNRESOLVED]
+        unresolved = [row for row in self.rows if row.verdict == UNRESOLVED and row.gated]
         if unresolved:
             lines.append(f"note: {len(unresolved)} change(s) beyond the threshold are smaller "
                          "than the two sides can resolve (their stated 95% intervals, and the "
@@ -351,8 +375,8 @@ def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]
     """Holm–Bonferroni over the p-value tests of one comparison: comparing many metrics of
     many specs must not turn the 5% chance of one false alarm per metric into a near
     certainty of one per comparison. A regression or improvement whose p-value does not
-    survive the correction becomes ok."""
-    tested = sorted((row for row in rows if row.test is not None
+    survive the correction becomes ok. Diagnostics fail nothing and stay out of the family."""
+    tested = sorted((row for row in rows if row.test is not None and row.gated
                      and row.test.level in P_LEVELS), key=lambda row: row.test.p_value)
     surviving: set[int] = set()
     for rank, row in enumerate(tested):

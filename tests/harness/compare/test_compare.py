@@ -100,6 +100,35 @@ def test_slower_candidate_is_a_regression(tmp_path: Path, capsys: pytest.Capture
     assert "step_time on hep_cnn" in summary
 
 
+@pytest.mark.parametrize("metric", ["phase_optimizer", "mfu", "achieved_flops"])
+def test_diagnostics_are_tested_and_shown_but_never_fail_the_gate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], metric: str) -> None:
+    steps = steady_steps()
+    diagnostic = Metric(metric, "s" if metric.startswith("phase_") else "1",
+                        float(np.median(steps)), metric != "phase_optimizer",
+                        samples=list(steps))
+    record = make_record("base-1", steps, extra_metrics=[diagnostic])
+    worse = 1.5 if metric.startswith("phase_") else 0.6
+    changed = scaled(record, "cand-1", metric, worse)
+    assert main(["compare", write(tmp_path / "a.json", record),
+                 write(tmp_path / "b.json", changed), "--json",
+                 str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert last_line(out) == "no significant regression (threshold 5%)"
+    assert "regression (diagnostic)" in next(line for line in out.splitlines()
+                                             if f" {metric} " in line)
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    row = next(r for r in rows if r["metric"] == metric)
+    assert row["verdict"] == "regression" and row["gated"] is False
+    assert all(r["gated"] for r in rows if r["metric"] in ("throughput", "step_time"))
+    # the same change of the throughput beside it still fails
+    slower = scaled(changed, "cand-2", "throughput", 0.6)
+    assert main(["compare", write(tmp_path / "a.json", record),
+                 write(tmp_path / "d.json", slower)]) == 1
+    assert last_line(capsys.readouterr().out) == (
+        "1 regression(s): throughput on hep_cnn (tiny/cpu/fp32/none/ws1/bs16)")
+
+
 def with_interval(record: dict[str, Any], achieved: float) -> dict[str, Any]:
     """The record as an adaptive run states it: each per-step figure's achieved interval."""
     for entry in record["metrics"]:
