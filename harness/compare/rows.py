@@ -195,8 +195,10 @@ def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: fl
         found = REGRESSION
     elif better and test.significant(higher_is_better, worse=False, alpha=ALPHA):
         found = IMPROVED
+    # the change on a scale where a time and its rate agree (1.1 and 1/1.1 are one change)
     if found != OK and resolution_pct is not None \
-            and abs(test.ratio - 1.0) * 100.0 < resolution_pct:
+            and test.ratio > 0 \
+            and (max(test.ratio, 1.0 / test.ratio) - 1.0) * 100.0 < resolution_pct:
         return UNRESOLVED
     return found
 
@@ -237,7 +239,8 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
                 test = RatioTest.of(before.samples, after.samples,
                                     reciprocal=name in OVER_MEDIAN_STEP)
             sides = before.resolution(name), after.resolution(name)
-            resolution = sides[0] + sides[1] if None not in sides else None
+            # independent errors: the sides' interval half-widths add in quadrature
+            resolution = math.hypot(*sides) if None not in sides else None  # type: ignore
             if noise and name in noise:  # what reruns reach on this machine
                 resolution = max(resolution or 0.0, noise[name])
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
@@ -338,7 +341,7 @@ class Comparison:
         if unresolved:
             lines.append(f"note: {len(unresolved)} change(s) beyond the threshold are smaller "
                          "than the two sides can resolve (their stated 95% intervals, and the "
-                         "spread between repeats, added; or the run-to-run noise of the "
+                         "spread between repeats, in quadrature; or the run-to-run noise of the "
                          "machine's history), so none is called a regression: "
                          + "; ".join(f"{row.metric} on {row.workload} "
                                      f"{(row.ratio - 1) * 100:+.1f}% within "

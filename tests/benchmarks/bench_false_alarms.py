@@ -18,6 +18,7 @@ import itertools
 import json
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,9 @@ def main() -> None:
                         "less throughput; the measured drop is printed)")
     parser.add_argument("--keep", help="keep the stores in this directory")
     parser.add_argument("--json", dest="json_file", help="write the figures here")
+    parser.add_argument("--reuse", action="store_true",
+                        help="compare the runs already in --keep's directory again (after a "
+                        "change to compare) instead of running them")
     args = parser.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-false-alarms-"))
     stores, slowed = [], []
@@ -68,8 +72,15 @@ def main() -> None:
     plan = [("run", i) for i in range(args.runs)]
     for i in range(args.slowed):
         plan.insert(2 * i + 1, ("slowed", i))
+    if args.reuse and not args.keep:
+        parser.error("--reuse needs --keep DIR (the directory of an earlier invocation)")
     for kind, i in plan:
         out = root / f"{kind}-{i:02d}"
+        if args.reuse:
+            if not out.is_dir():
+                raise SystemExit(f"--reuse: {out} is missing")
+            (slowed if kind == "slowed" else stores).append(out)
+            continue
         started = time.monotonic()
         extra = ["--straggler", f"0:{args.factor:g}"] if kind == "slowed" else []
         done = dtbench("run", *shlex.split(args.run_args), *extra, "-q", "--machine", "bench",
@@ -134,6 +145,7 @@ def history_store(root: Path, stores: list[Path], name: str) -> Path:
     """The normal runs' records as a CI's store would hold them: each run a commit of main on
     one machine (commits as the records would carry them; the code is the same)."""
     folder = root / name
+    shutil.rmtree(folder, ignore_errors=True)  # an earlier invocation's (--reuse)
     folder.mkdir()
     for i, store in enumerate(stores):
         for path in sorted(store.rglob("*.json")):
@@ -184,8 +196,9 @@ def report_precision(stores: list[Path], durations: list[float]) -> dict[str, di
                 continue
             account = (record.get("notes") or {}).get("measurement") or {}
             found.setdefault(record["spec"]["workload"], []).append(account)
-    print(f"\nwall time of a run (s): min {min(durations):.0f}, median "
-          f"{sorted(durations)[len(durations) // 2]:.0f}, max {max(durations):.0f}")
+    if durations:
+        print(f"\nwall time of a run (s): min {min(durations):.0f}, median "
+              f"{sorted(durations)[len(durations) // 2]:.0f}, max {max(durations):.0f}")
     print("achieved 95% interval of throughput per workload (min / median / max), runs that "
           "met the target, steps measured (median):")
     out = {}
