@@ -96,12 +96,15 @@ def with_hardware_key(machine: dict[str, Any]) -> dict[str, Any]:
     return {**machine, "hardware_key": hardware_key(machine)}
 
 
-def node_summary(machine: dict[str, Any]) -> dict[str, Any]:
-    """What a multi-node record keeps of each node: host, hardware key and the CPU fields."""
+def node_summary(machine: dict[str, Any], env: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
+    """What a multi-node record keeps of each node: host, hardware key, the CPU fields and the
+    environment variables that change performance as that node's ranks saw them (`env`; the
+    spec's `env` is the launching node's)."""
     keep = ("hostname", "hardware_key", "cpu_vendor", "cpu_model", "cpu_family",
             "cpu_model_number", "cpu_stepping", "cpu_microcode", "cpus_usable", "ram_bytes",
             "isa_flags", "onednn_isa", "gpus", "interconnect")
-    return {key: machine.get(key) for key in keep}
+    return {**{key: machine.get(key) for key in keep}, "env": dict(env or {})}
 
 
 def os_name() -> str:

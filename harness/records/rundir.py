@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import write_atomic
-from harness.core.spec import CommSpec, RunSpec, task_from_dict
+from harness.core.spec import PERF_ENV_PREFIXES, CommSpec, RunSpec, task_from_dict
 
 RUN_ID_VAR = "DTBENCH_RUN_ID"
 SPEC_VAR = "DTBENCH_SPEC_JSON"
@@ -41,16 +41,14 @@ KEEP_VAR = "DTBENCH_KEEP_RUN_DIR"
 RANK_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", RUN_ID_VAR, SPEC_VAR, "OMP_NUM_THREADS",
                   "PYTHONPATH", "GLOO_SOCKET_IFNAME", "DTBENCH_MALLOC_TUNING", FAULT_VAR,
                   CHECK_SYNC_VAR)
-# Variables that change how a rank performs (NCCL's algorithms and transports, CUDA's
-# visibility and allocator, OpenMP, gloo): forwarded to every node as set where dtbench runs.
-PERFORMANCE_PREFIXES = ("NCCL_", "TORCH_NCCL_", "CUDA_", "PYTORCH_CUDA_", "OMP_", "GLOO_")
-
 
 def forwarded_variables(env: dict[str, str]) -> list[str]:
     """The names of `env` that ranks on other hosts get: RANK_VARIABLES and every variable
-    with a PERFORMANCE_PREFIXES prefix (mpirun's -x, MPICH's -envlist)."""
+    that changes performance, the same set a record's `env` holds (PERF_ENV_PREFIXES: NCCL's
+    algorithms and transports, CUDA's visibility and allocator, OpenMP, oneDNN, MKL, gloo,
+    the MPI libraries' own), as set where dtbench runs (mpirun's -x, MPICH's -envlist)."""
     names = [name for name in RANK_VARIABLES if name in env]
-    return names + sorted(name for name in env if name.startswith(PERFORMANCE_PREFIXES)
+    return names + sorted(name for name in env if name.startswith(PERF_ENV_PREFIXES)
                           and name not in names)
 
 STATUSES = ("success", "failed", "skipped")

@@ -273,6 +273,9 @@ case "$host" in
 {cases}
   *) echo "fake rsh: unknown host $host" >&2; exit 255 ;;
 esac
+# A real remote shell starts from the remote host's environment, not the caller's: what a rank
+# there sees of NCCL_* can only come from mpirun's forwarding (-x).
+for name in $(env | sed -n 's/^\\(NCCL_[A-Za-z0-9_]*\\)=.*/\\1/p'); do unset "$name"; done
 # Its own UTS namespace too, so that the "remote host" has its own hostname (MPI tells nodes
 # apart by hostname; with one name for both it treats them as one node, shared memory and all).
 exec ip netns exec "$ns" unshare --uts {unshare_extra}/bin/sh -c \\

@@ -184,6 +184,11 @@ def test_torchrun_gloo_across_two_namespaces(pair: NetnsPair, peak_cache: Path,
     # Node 1's gradients crossed the veth: at least the counted bytes of each measured step.
     grad_bytes = _metric(record, "comm_bytes_gradient")
     assert grad_bytes and sent >= grad_bytes * steps, (sent, grad_bytes)
+    # The fake remote shell strips NCCL_* as a real one would not carry it: node 1's ranks
+    # saw it through mpirun (dtbench's -x; Open MPI 5 also ships mpirun's environment) and
+    # recorded it in that node's own entry
+    assert [node["env"].get("NCCL_DEBUG") for node in record["machine"]["per_node"]] == \
+        ["WARN", "WARN"]
     _assert_no_leftovers(pair)
 
 
@@ -238,6 +243,7 @@ def _mpirun_run(pair: NetnsPair, env: dict[str, str], hostfile: Path, tmp_path: 
 def test_mpirun_mpi_across_two_namespaces(pair: NetnsPair, peak_cache: Path, tmp_path: Path,
                                           mpi_hosts: Path) -> None:
     env = _mpi_env(pair, peak_cache, write_fake_rsh(pair, tmp_path / "fake-rsh"))
+    env["NCCL_DEBUG"] = "WARN"  # a performance variable node 1 gets only from mpirun
     steps = 4
     sent_before = _tx_bytes(pair, pair.b)
     # alexnet tiny: 3.6 MB of gradients a step, far above any start-up or rendezvous traffic.

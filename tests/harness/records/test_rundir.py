@@ -100,16 +100,19 @@ def test_performance_variables_reach_every_node_through_mpirun() -> None:
     """NCCL_*, CUDA_*, TORCH_NCCL_*, OMP_* and GLOO_* set where dtbench runs are forwarded
     with -x, besides the rank variables; unrelated ones are not."""
     from backends.launchers import MpirunLauncher, is_open_mpi, mpirun_path
-    from harness.core.spec import LaunchOptions, RunSpec
+    from harness.core.spec import LaunchOptions, RunSpec, performance_env
     from harness.records.rundir import forwarded_variables
 
     env = {"MASTER_PORT": "1", "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO",
            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1",
-           "OMP_PROC_BIND": "close", "GLOO_SOCKET_IFNAME": "eth1", "HOME": "/root"}
+           "OMP_PROC_BIND": "close", "GLOO_SOCKET_IFNAME": "eth1", "HOME": "/root",
+           "DNNL_MAX_CPU_ISA": "AVX2", "PATH": "/usr/bin"}
     names = forwarded_variables(env)
     assert names == ["MASTER_PORT", "GLOO_SOCKET_IFNAME", "CUDA_DEVICE_MAX_CONNECTIONS",
-                     "NCCL_DEBUG", "NCCL_IB_HCA", "OMP_PROC_BIND",
+                     "DNNL_MAX_CPU_ISA", "NCCL_DEBUG", "NCCL_IB_HCA", "OMP_PROC_BIND",
                      "TORCH_NCCL_ASYNC_ERROR_HANDLING"]
+    # what is forwarded is what a record keeps as the run's environment
+    assert set(names) - {"MASTER_PORT"} == set(performance_env(env))
     if mpirun_path() is None or not is_open_mpi(mpirun_path()):
         pytest.skip("no Open MPI mpirun here")
     (command,) = MpirunLauncher().commands(RunSpec(workload="lstm", nproc_per_node=2),
