@@ -43,8 +43,8 @@ def merge_base(ref: str, directory: Path | None = None) -> str:
     return done.stdout.strip()
 
 
-# The run-to-run noise of an experiment is estimated from its latest runs on the machine (at
-# least MIN_HISTORY of them): how far apart two runs of unchanged code fall there.
+# The run-to-run noise of an experiment is estimated from its latest commits on the machine
+# (at least MIN_HISTORY of them): how far apart two commits' medians of unchanged code fall.
 HISTORY_RUNS = 10
 MIN_HISTORY = 5
 
@@ -61,32 +61,41 @@ class Selection:
 
 
 def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per experiment and metric, how far apart two runs of the same code fall on this
-    machine (percent, 95%): from the values of its latest HISTORY_RUNS runs in time order,
-    the differences of consecutive logarithms (a real step between two commits is one
-    difference among them, so their median ignores it), whose spread 1.4826 x median |d| is
-    that of the log ratio of two runs; the ratio of two runs falls within
-    exp(1.96 x 1.4826 x median |d|). Experiments with fewer than MIN_HISTORY runs have none.
+    """Per experiment and metric, how far apart two commits of the same code fall on this
+    machine (percent, 95%), as the gate compares them: each commit's median over its runs
+    (its --repeat), for the latest HISTORY_RUNS commits in time order; the differences of
+    consecutive logarithms (a real step between two commits is one difference among them, so
+    their median ignores it), whose spread 1.4826 x median |d| is that of the log ratio of two
+    commits; the ratio falls within exp(1.96 x 1.4826 x median |d|). Experiments with fewer
+    than MIN_HISTORY commits have none; records without a commit count one each.
     A gate then calls no change that this machine's reruns reach on their own, whatever one
-    invocation's intervals say (they leave out what varies between invocations: 0.82-1.22
-    between two runs of one commit here, with each run's interval within 2%)."""
+    invocation's intervals say (they leave out what varies between invocations: a run's
+    repeats drift together, and on a 2-core VM two commits' medians of unchanged code fell
+    0.82-1.22 apart while each run's interval was within 2%)."""
     import math
     import statistics
 
-    runs: dict[str, list[dict[str, Any]]] = {}
+    experiments: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for record in records:
         if record.get("spec_key"):
-            runs.setdefault(str(record["spec_key"]), []).append(record)
+            commit = code_of(record).get("commit") or f"run {record.get('run_id')}"
+            experiments.setdefault(str(record["spec_key"]), {}).setdefault(
+                str(commit), []).append(record)
     found: dict[str, dict[str, float]] = {}
-    for key, members in runs.items():
-        latest = sorted(members, key=lambda r: str(r.get("created_at", "")))[-HISTORY_RUNS:]
+    for key, commits in experiments.items():
+        ordered = sorted(commits.values(),
+                         key=lambda runs: min(str(r.get("created_at", "")) for r in runs))
         values: dict[str, list[float]] = {}
-        for record in latest:
-            for entry in record.get("metrics") or []:
-                value = entry.get("value") if isinstance(entry, dict) else None
-                if isinstance(value, int | float) and not isinstance(value, bool) \
-                        and value > 0 and math.isfinite(value):
-                    values.setdefault(str(entry.get("name")), []).append(math.log(value))
+        for runs in ordered[-HISTORY_RUNS:]:
+            per_metric: dict[str, list[float]] = {}
+            for record in runs:
+                for entry in record.get("metrics") or []:
+                    value = entry.get("value") if isinstance(entry, dict) else None
+                    if isinstance(value, int | float) and not isinstance(value, bool) \
+                            and value > 0 and math.isfinite(value):
+                        per_metric.setdefault(str(entry.get("name")), []).append(value)
+            for name, found_values in per_metric.items():
+                values.setdefault(name, []).append(math.log(statistics.median(found_values)))
         for name, logs in values.items():
             if len(logs) < MIN_HISTORY:
                 continue

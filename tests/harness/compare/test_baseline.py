@@ -156,3 +156,25 @@ def test_the_machines_history_sets_what_counts_as_a_change(
                if r["metric"] == "throughput")
     assert row["verdict"] == ("below resolution" if code == 0 else "regression")
     assert (row["resolution_pct"] > 12) == (code == 0)
+
+
+def test_the_history_noise_is_between_commits_not_between_a_commits_repeats(
+        tmp_path: Path) -> None:
+    """Each commit's three repeats agree within 0.2% while the commits of unchanged code fall
+    ~10% apart (the machine drifts between invocations): the floor is the commits' noise."""
+    from harness.compare.baseline import history_noise
+
+    factors = [1.0, 1.12, 0.92, 1.08, 0.9, 1.1, 0.95, 1.05]
+    records = []
+    for i, factor in enumerate(factors):
+        for repeat, jitter in enumerate((1.0, 1.002, 0.998)):
+            record = run(10 * i + repeat, f"{i:x}" * 40, f"2026-11-01T0{i}:0{repeat}")
+            records.append(scaled(record, record["run_id"], "throughput", factor * jitter))
+    (noise,) = history_noise(records).values()
+    # consecutive commits' medians differ by 9-20% in log terms: far beyond the repeats' 0.2%
+    assert noise["throughput"] > 20
+    # one record per commit, or three: the same commits' medians give the same floor
+    singles = [r for r in records if r["run_id"].split("-")[1].endswith("0")]
+    assert len(singles) == len(factors)
+    assert history_noise(singles)[next(iter(history_noise(singles)))]["throughput"] == \
+        pytest.approx(noise["throughput"], rel=1e-3)
