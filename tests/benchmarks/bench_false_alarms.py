@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKFLOW_ARGS = "quick --size tiny --steps 20 --repeat 3"
+WORKFLOW_ARGS = "quick --repeat 3"
 MATCH_WITHOUT_STRAGGLER = "workload,backend,comm,launcher,precision,size,mode,world_size"
 
 
@@ -172,17 +172,29 @@ def history_gate(root: Path, stores: list[Path], slowed: list[Path], threshold: 
         alarms += done.returncode == 1
         if done.returncode == 1:
             lines.append(done.stdout.strip().splitlines()[-1])
+    # More same-commit candidates from the same runs: each against a history of the other
+    # runs (runs are exchangeable when nothing changed; the baseline is then the latest other).
+    others_alarms = 0
+    for i in range(len(stores)):
+        base = history_store(root, stores[:i] + stores[i + 1:], "history-others")
+        done = dtbench("compare", str(base), str(stores[i]), "--baseline-branch", "main",
+                       "--threshold", threshold)
+        others_alarms += done.returncode == 1
+        if done.returncode == 1:
+            lines.append(f"(run {i} against the others) " + done.stdout.strip().splitlines()[-1])
     full = history_store(root, stores, "history-all") if slowed else None
     for out in slowed:
         done = dtbench("compare", str(full), str(out), "--baseline-branch", "main",
                        "--threshold", threshold, "--match-on", MATCH_WITHOUT_STRAGGLER)
         caught += done.returncode == 1
     print(f"\nwith the machine's history (compare STORE RUN --baseline-branch main): false "
-          f"alarms {alarms}/{len(candidates)}, slowdowns caught {caught}/{len(slowed)}")
+          f"alarms {alarms}/{len(candidates)}, slowdowns caught {caught}/{len(slowed)}; each run "
+          f"against the other runs' history: false alarms {others_alarms}/{len(stores)}")
     for line in lines[:5]:
         print(f"  {line}")
     return {"candidates": len(candidates), "false_alarms": alarms, "slowed": len(slowed),
-            "caught": caught, "alarm_lines": lines}
+            "caught": caught, "alarm_lines": lines, "against_the_others": len(stores),
+            "false_alarms_against_the_others": others_alarms}
 
 
 def report_precision(stores: list[Path], durations: list[float]) -> dict[str, dict[str, Any]]:
