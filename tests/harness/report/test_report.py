@@ -156,9 +156,10 @@ def test_repeats_of_one_configuration_state_their_spread_beside_one_runs_interva
     for run in runs:
         run["metrics"][1]["interval_pct"] = {"achieved": 1.5, "target": 2.0, "met": True}
     other = training("run-bf16", precision="bf16")  # measured once: no spread to state
-    later = training("run-later", speed=2.0)  # the same spec at another commit: history
-    later["code"] = {"commit": "f" * 40, "branch": "main", "dirty": False}
-    _, out, _ = report(capsys, str(write_store(tmp_path / "store", [*runs, other, later])))
+    # the same spec at an older commit: history, not a repeat
+    earlier = training("run-earlier", speed=2.0, created="2024-01-01T03:04:05Z")
+    earlier["code"] = {"commit": "f" * 40, "branch": "main", "dirty": False}
+    _, out, _ = report(capsys, str(write_store(tmp_path / "store", [*runs, other, earlier])))
     notes = [line for line in out.replace("\\", "").splitlines() if "between runs" in line]
     # (1.1 - 0.9) / 2 / 1.0: +/-10%, beside the 1.5% each run states: unstable
     assert notes == ["- between runs: tiny cpu/fp32 ×1 on Intel Ice Lake, 80 cores, one commit: "
