@@ -187,5 +187,9 @@ def test_every_strategy_counts_the_bytes_its_sockets_carry(tmp_path: Path, comm:
         if entry == "hogwild":  # one shared model: nothing but the barriers' few bytes
             assert wire["counted"] == 0 and wire["measured"] < 1e-3 * ddp, wire
             continue
-        assert wire["measured"] == pytest.approx(wire["counted"], rel=0.02), \
+        # Above the count by what the transport adds itself: Open MPI's TCP transport puts its
+        # own header on every fragment and keeps out-of-band traffic going while a rank waits
+        # (ps-async under MPI reached 3.6% in a full test run on a busy 2-core VM, 0.3% alone)
+        slack = 0.05 if comm == "mpi" else 0.02
+        assert wire["counted"] * 0.98 <= wire["measured"] <= wire["counted"] * (1 + slack), \
             (entry, wire["measured"] / wire["counted"])
