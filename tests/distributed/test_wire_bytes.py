@@ -127,7 +127,9 @@ def test_counted_wire_bytes_are_the_sockets(tmp_path: Path, comm: str, world_siz
         assert figures["payload"] == world_size * payload, op
         assert figures["wire"] == pytest.approx(
             world_size * mean_wire_bytes(op, payload, world_size, comm), rel=1e-9), op
-        assert figures["measured"] == pytest.approx(figures["wire"], rel=0.02), \
+        # MPI's TCP transport adds its own fragment headers (see the strategies' test below)
+        slack = 0.05 if comm == "mpi" else 0.02
+        assert figures["wire"] * 0.98 <= figures["measured"] <= figures["wire"] * (1 + slack), \
             (op, figures["measured"] / figures["wire"])
 
 
