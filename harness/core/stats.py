@@ -196,3 +196,9 @@ def repeat_spread(values: Sequence[float], intervals: Sequence[float]
     spread = (ordered[-1] - ordered[0]) / 2 / middle * 100.0 if middle else math.inf
     within = float(np.median(sorted(intervals))) if intervals else None
     return spread, within
+
+
+def unstable(spread: float, within: float | None) -> bool:
+    """Whether runs disagree more than one run can show: their spread beyond twice the
+    interval one run states (pyperf's unstable benchmark)."""
+    return within is not None and spread > 2 * within

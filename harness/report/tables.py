@@ -9,7 +9,7 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from harness.core.stats import repeat_spread
+from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
 from harness.report.model import Report, Section, Table
 from harness.report.strategies import strategies_section
@@ -121,8 +121,9 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
 
 def _between_runs(views: list[RecordView]) -> list[str]:
     """A note per configuration measured two or more times on one machine at one commit (of
-    the code measured and of dtbench): how far its runs' throughputs spread beside the interval one run states, flagged where they disagree more
-    than twice that (another load, clock or placement between the runs)."""
+    the code measured and of dtbench): how far its runs' throughputs spread beside the
+    interval one run states, flagged where they disagree more than twice that (another load,
+    clock or placement between the runs)."""
     sets: dict[tuple[str, ...], list[RecordView]] = {}
     for view in views:
         found = view.metrics.get("throughput")
@@ -138,13 +139,12 @@ def _between_runs(views: list[RecordView]) -> list[str]:
         intervals = [number(s.get("achieved")) for s in stated if isinstance(s, dict)]
         spread, within = repeat_spread([v.metrics["throughput"].value or 0.0 for v in members],
                                        [i for i in intervals if i is not None])
-        unstable = within is not None and spread > 2 * within
         first = members[0]
         notes.append(f"between runs: {first.text('size')} {first.label()} on {machine}, one "
                      f"commit: throughput +/-{spread:.1f}% across {len(members)} runs"
                      + (f", +/-{within:.1f}% within a run" if within is not None else "")
                      + (" (unstable: the runs disagree more than one run shows)"
-                        if unstable else ""))
+                        if unstable(spread, within) else ""))
     return notes
 
 

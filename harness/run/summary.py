@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.machine_load import is_busy, marked_status
-from harness.core.stats import repeat_spread
+from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, render_table
 from harness.records.record import metric
 
@@ -73,7 +73,7 @@ def precision_warnings(records: list[dict[str, Any]]) -> list[str]:
                          f"({account.get('stopped')} after {account.get('measured_steps')} "
                          f"steps{drift}); compare cannot resolve changes smaller than that")
     for spread, within, label, count in repeat_spreads(records):
-        if within is not None and spread > 2 * within:
+        if unstable(spread, within):
             lines.append(f"{label}: its {count} runs' throughputs spread +/-{spread:.1f}% "
                          f"while each run's interval is +/-{within:.1f}%: the runs disagree "
                          "more than one run can show (another load, clock or placement); "
