@@ -105,11 +105,8 @@ def _alone(module: nn.Module, given: torch.Tensor) -> tuple[int, int]:
     return forward, counter.get_total_flops() - forward
 
 
-@lru_cache(maxsize=32)
-def _table(workload_class: type[Workload], size: str) -> tuple[LayerFacts, ...]:
-    workload = workload_class()
-    with torch.device("meta"):
-        model = workload.build_model(size)
+def _count(model: nn.Module, inputs: torch.Tensor) -> tuple[LayerFacts, ...]:
+    """The rows of a model on the meta device for a meta batch of COUNT_BATCH samples."""
     model.train()
     modules = dict(model.named_modules())
     calls: list[tuple[str, torch.Tensor, int]] = []
@@ -121,7 +118,6 @@ def _table(workload_class: type[Workload], size: str) -> tuple[LayerFacts, ...]:
                 calls.append((name, _first_tensor(args), made.numel() if made is not None else 0))
             handles.append(module.register_forward_hook(hook))
     try:
-        inputs, _ = workload.synthetic_batch(size, COUNT_BATCH, "meta")
         model(inputs)
     finally:
         for handle in handles:
@@ -146,12 +142,52 @@ def _table(workload_class: type[Workload], size: str) -> tuple[LayerFacts, ...]:
     return tuple(rows)
 
 
+@lru_cache(maxsize=32)
+def _table(workload_class: type[Workload], size: str) -> tuple[LayerFacts, ...]:
+    workload = workload_class()
+    with torch.device("meta"):
+        model = workload.build_model(size)
+    inputs, _ = workload.synthetic_batch(size, COUNT_BATCH, "meta")
+    return _count(model, inputs)
+
+
+@lru_cache(maxsize=16)
+def _external_table(name: str) -> tuple[LayerFacts, ...]:
+    """A torchvision model's rows, and one "(elsewhere)" row first for what no leaf layer
+    holds (parameters of a container such as attention's projection or a class token, and
+    the FLOPs computed outside leaf layers): the totals are the whole model's."""
+    from workloads.external import build
+
+    model, shape, _ = build(name)
+    inputs = torch.empty((COUNT_BATCH, *shape), device="meta")
+    rows = _count(model, inputs)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        output = _first_tensor(model(inputs))
+        forward = counter.get_total_flops()
+        if output is not None:
+            output.sum().backward()
+    backward = counter.get_total_flops() - forward
+    parameters = sum(p.numel() for p in model.parameters())
+    rest = (parameters - sum(r.parameters for r in rows),
+            forward // COUNT_BATCH - sum(r.forward_flops for r in rows),
+            backward // COUNT_BATCH - sum(r.backward_flops for r in rows))
+    if any(value > 0 for value in rest):
+        first = shape[0] * shape[1] * shape[2]
+        rows = (LayerFacts("(elsewhere)", "unattributed", "(elsewhere)", max(0, rest[0]),
+                           first, first, max(0, rest[1]), max(0, rest[2])), *rows)
+    return rows
+
+
 def layer_table(workload: Workload | str, size: str) -> list[LayerFacts]:
     """The layers of `workload` at `size`, in forward order: the leaf modules with parameters
     plus the pooling layers; parameters sum to the model's, FLOPs to flops_per_sample."""
     if isinstance(workload, str):
         from workloads.base import get_workload
+        from workloads.external import is_external, model_name
 
+        if is_external(workload):
+            return list(_external_table(model_name(workload)))
         workload = get_workload(workload)
     workload.preset(size)
     return list(_table(type(workload), size))

@@ -22,9 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from workloads import get_workload
+    from workloads.external import is_external
 
     if args.layers:
         return layers_command(args)
+    if is_external(args.workload):
+        return external_command(args)
     info = get_workload(args.workload).describe(args.size)
     if args.json:
         print_json(info)
@@ -45,11 +48,37 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def external_command(args: argparse.Namespace) -> int:
+    """A torchvision model's facts: what `predict` reads (it trains nowhere in dtbench)."""
+    from workloads.external import build, model_name
+    from workloads.layers import layer_table
+
+    name = model_name(args.workload)
+    model, shape, classes = build(name)
+    layers = layer_table(args.workload, args.size)
+    info = {"workload": f"torchvision:{name}", "parameters": sum(p.numel() for p in
+                                                                model.parameters()),
+            "flops_per_sample": sum(layer.flops for layer in layers),
+            "input_shape": list(shape), "num_classes": classes, "layers": len(layers),
+            "notes": "facts for describe and predict only: dtbench trains its four seed "
+                     "workloads"}
+    if args.json:
+        print_json(info)
+        return EXIT_OK
+    print(f"{info['workload']}: {info['notes']}")
+    print(f"  parameters        {info['parameters']:,}")
+    print(f"  flops_per_sample  {info['flops_per_sample']:,} "
+          f"({info['flops_per_sample'] / 1e9:.4g} GFLOP, forward+backward)")
+    print(f"  input shape       {tuple(shape)}, {classes} classes, {len(layers)} layers")
+    return EXIT_OK
+
+
 def layers_command(args: argparse.Namespace) -> int:
     """The layer table: what data parallelism moves (parameters) against what model
     parallelism moves (activations of the batch), per layer."""
     from harness.core.text import render_table
     from workloads import get_workload
+    from workloads.external import is_external
     from workloads.layers import (
         FAR_MORE,
         choose_parallelism,
@@ -57,14 +86,16 @@ def layers_command(args: argparse.Namespace) -> int:
         layer_table,
     )
 
-    workload = get_workload(args.workload)
-    batch = args.batch or workload.preset(args.size).default_batch("cpu")
+    external = is_external(args.workload)
+    workload = args.workload if external else get_workload(args.workload)
+    batch = args.batch or (32 if external else workload.preset(args.size).default_batch("cpu"))
     layers = [{**layer.as_dict(),
                "ratio": gradient_to_activation_ratio(layer, batch, args.nodes),
                "parallelism": choose_parallelism(layer, batch, args.nodes)}
               for layer in layer_table(workload, args.size)]
     if args.json:
-        print_json({"workload": workload.name, "size": args.size, "batch_per_node": batch,
+        print_json({"workload": getattr(workload, "name", workload), "size": args.size,
+                    "batch_per_node": batch,
                     "nodes": args.nodes, "far_more": FAR_MORE, "layers": layers})
         return EXIT_OK
     rows = [[row["name"], row["kind"], f"{row['parameters']:,}",
@@ -72,7 +103,8 @@ def layers_command(args: argparse.Namespace) -> int:
              f"{row['ratio']:.3g}", row["parallelism"]] for row in layers]
     rows.append(["total", "", f"{sum(r['parameters'] for r in layers):,}", "",
                  f"{sum(r['flops'] for r in layers) / 1e6:,.1f}", "", ""])
-    print(f"{workload.name} ({args.size}), batch {batch} per node, {args.nodes} node(s)")
+    print(f"{getattr(workload, 'name', workload)} ({args.size}), batch {batch} per node, "
+          f"{args.nodes} node(s)")
     print(render_table(("layer", "type", "parameters", "activations/sample",
                         "MFLOP/sample", "P/(A·b·N)", "parallel"), rows))
     print(f"P/(A·b·N): gradient elements per activation element moved; model parallel where "

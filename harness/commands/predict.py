@@ -35,8 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int_list, default=int_list(DEFAULT_NODES))
     parser.add_argument("--network", help="preset (10GbE, ib-100g, aries) or alpha=S,beta=S/B; "
                         "default: fitted from dtbench comm records")
-    parser.add_argument("--algorithm", default="ring", choices=("ring", "tree",
-                                                                "halving-doubling"))
+    parser.add_argument("--topology", metavar="SPEC", help="devices=D,intra=LINK,inter=LINK"
+                        "[,nics=K] or a JSON file: D devices a node (docs/guide/prediction.md)")
+    parser.add_argument("--algorithm", choices=("ring", "tree", "halving-doubling",
+                                                "hierarchical", "auto"),
+                        help="collective algorithm (default ring; auto with --topology)")
     parser.add_argument("--comm", default="gloo", choices=("gloo", "mpi", "nccl"),
                         help="backend whose comm records calibrate the network")
     parser.add_argument("--size", default="small", choices=SIZES)
@@ -49,6 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compute-from", metavar="RECORD")
     parser.add_argument("--compute-rate", type=_rate, metavar="FLOP/S",
                         help="assumed sustained FLOP/s per rank instead of a measured run")
+    parser.add_argument("--compute-curve", metavar="B:RATE,...", help="one device's samples/s "
+                        "at per-device batches (published figures), e.g. 32:195,64:219")
+    parser.add_argument("--step-cv", type=float, default=0.0, metavar="CV",
+                        help="step-time coefficient of variation: a synchronous step waits "
+                        "for the expected slowest of its ranks")
+    parser.add_argument("--step-overhead", type=float, default=0.0, metavar="SECONDS",
+                        help="framework and optimizer time a step, whatever the batch")
+    parser.add_argument("--fusion", metavar="MB:CYCLE_MS", help="Horovod tensor fusion instead "
+                        "of DDP buckets (e.g. 64:5, or horovod for 128 MB and 1 ms)")
+    parser.add_argument("--validate-published", nargs="?", const="", metavar="FILE",
+                        help="predict the published scaling results (built-in table or FILE)")
     parser.add_argument("--calibrate-from", action="append", metavar="PATH",
                         help="records or stores to calibrate from (default ./results)")
     parser.add_argument("--calibration", action="store_true", help="print the fits")
@@ -66,6 +80,10 @@ def command(args: argparse.Namespace) -> int:
         return calibration_command(args)
     if args.validate:
         return validate_command(args, json_target)
+    if args.validate_published is not None:
+        from harness.predict.published import published_command
+
+        return published_command(args.validate_published or None)
     if not args.workload:
         raise UsageError("dtbench predict: give a WORKLOAD (or --calibration, or --validate "
                          "PATH)")
@@ -93,13 +111,19 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
                       args.precision, args.backend, args.comm, args.network, args.algorithm,
                       args.compute_from, args.compute_rate,
                       tuple(args.calibrate_from or ["results"]), args.batch_size, args.threads,
-                      args.scaling)
-    if args.network is None or (args.compute_rate is None and args.compute_from is None):
+                      args.scaling, args.topology, args.compute_curve, args.step_cv,
+                      args.step_overhead, args.fusion)
+    if (args.network is None and args.topology is None) or all(
+            v is None for v in (args.compute_rate, args.compute_from, args.compute_curve)):
         _calibrate_from(args, ["results"])
     prepared = prepare(request)
+    first = next(iter(prepared.contexts.values()))
+    for count in args.nodes:
+        check = getattr(first.network, "check_ranks", None)
+        if check is not None:
+            check(count)
     for warning in prepared.warnings:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
-    first = next(iter(prepared.contexts.values()))
     print(f"{first.facts.workload}/{first.facts.size} {first.precision}, batch {first.batch} "
           f"{'per rank' if first.scaling == 'weak' else 'global'} ({first.scaling} scaling)")
     print(f"compute: {first.compute.source}")
@@ -107,6 +131,9 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
         print(f"{measured.strategy}'s own work: {measured.seconds * 1e3:.4g} ms a step "
               f"({measured.source})")
     print(f"network: {first.network.description}, {first.network.algorithm} collectives")
+    if first.fusion:
+        print(f"gradients: Horovod fusion, {first.fusion[0] / 2**20:g} MB every "
+              f"{first.fusion[1] * 1e3:g} ms")
     records, harness = [], harness_info()
     for strategy, ctx in prepared.contexts.items():
         points = predict(ctx, strategy, sorted(set(args.nodes)))
@@ -146,12 +173,15 @@ def _command_line(args: argparse.Namespace) -> str:
     nodes = ",".join(str(n) for n in args.nodes)
     for flag, value, default in (
             ("--nodes", nodes, DEFAULT_NODES), ("--network", args.network, None),
-            ("--algorithm", args.algorithm, "ring"), ("--comm", args.comm, "gloo"),
+            ("--topology", args.topology, None), ("--algorithm", args.algorithm, None),
+            ("--comm", args.comm, "gloo"),
             ("--size", args.size, "small"), ("--precision", args.precision, "fp32"),
             ("--backend", args.backend, "cpu"), ("--batch-size", args.batch_size, None),
             ("--threads", args.threads, None), ("--scaling", args.scaling, "weak"),
             ("--compute-from", args.compute_from, None),
-            ("--compute-rate", args.compute_rate, None)):
+            ("--compute-rate", args.compute_rate, None),
+            ("--compute-curve", args.compute_curve, None), ("--step-cv", args.step_cv, 0.0),
+            ("--step-overhead", args.step_overhead, 0.0), ("--fusion", args.fusion, None)):
         if value is not None and value != default:
             words += [flag, str(value)]
     for path in args.calibrate_from or []:
@@ -263,7 +293,7 @@ def validate_command(args: argparse.Namespace, json_target: Any) -> int:
     calibration = load_calibration(_calibrate_from(args, args.validate), warnings)
     for warning in warnings:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
-    rows = validate(measured, calibration, args.algorithm)
+    rows = validate(measured, calibration, args.algorithm or "ring")
     if not rows:
         raise UsageError(f"no successful multi-rank run records in {' '.join(args.validate)}")
     print(render_table(HEADER, table_rows(rows)))

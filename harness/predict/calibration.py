@@ -177,6 +177,22 @@ class ComputeCalibration:
     source: str
     assumed: bool = False
     scaled: bool = False  # from runs at other threads per rank, assuming linear scaling
+    fixed_s: float = 0.0  # seconds a step takes whatever its batch (framework, optimizer)
+    cv: float = 0.0  # a given step-to-step coefficient of variation (replaces the samples)
+
+    def rate(self, batch: float) -> float:
+        """Samples per second of one rank at `batch`: batch / (fixed_s + batch · s)."""
+        return batch / (self.fixed_s + batch * self.seconds_per_sample)
+
+    def step(self, samples: float, ranks: int = 1) -> float:
+        """Seconds of compute for `samples` on one rank, as the slowest of `ranks` ranks that
+        wait for each other. With a coefficient of variation (normal step times) the
+        expected maximum of n is μ·(1 + cv·Φ⁻¹((n - 0.375)/(n + 0.25))) (Blom 1958; within 3%
+        of the exact order statistic from n = 3 up); with measured steps, slowest_of."""
+        if self.cv > 0:
+            mean = self.fixed_s + samples * self.seconds_per_sample
+            return mean * (1 + self.cv * expected_max_normal(ranks))
+        return self.fixed_s + samples * self.slowest_of(ranks)
 
     def quantile(self, q: float) -> float:
         """Seconds per sample at quantile q of the measured steps (the median without them)."""
@@ -191,6 +207,15 @@ class ComputeCalibration:
         if ranks <= 1 or not self.step_samples:
             return self.seconds_per_sample
         return max(self.seconds_per_sample, self.quantile(0.5 ** (1 / ranks)))
+
+
+def expected_max_normal(n: int) -> float:
+    """E[max of n standard normals] by Blom's approximation (0 for one)."""
+    if n <= 1:
+        return 0.0
+    from scipy.stats import norm
+
+    return float(norm.ppf((n - 0.375) / (n + 0.25)))
 
 
 def step_times(record: dict[str, Any]) -> list[float]:
@@ -282,6 +307,38 @@ def compute_from_rate(flops_per_sample: float, rate: float) -> ComputeCalibratio
         raise UsageError(f"--compute-rate must be a FLOP/s above 0, got {rate!r}")
     return ComputeCalibration(flops_per_sample / rate, (), 0, None, (), "",
                               f"assumed {rate:.4g} FLOP/s per rank", assumed=True)
+
+
+def compute_from_curve(text: str, flag: str = "--compute-curve") -> ComputeCalibration:
+    """One device's throughput at one or more batches, 'BATCH:SAMPLES_PER_S,...' (published
+    single-device figures): step(b) = t0 + b·s fitted through the points (weighted least
+    squares as the link fits, t0 >= 0; one point gives t0 = 0), so that a smaller per-device
+    batch runs below the rate of a larger one."""
+    points = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        batch, sep, rate = part.partition(":")
+        try:
+            b, r = int(batch), float(rate)
+        except ValueError:
+            b, r = 0, 0.0
+        if not sep or b < 1 or not (r > 0 and math.isfinite(r)):
+            raise UsageError(f"{flag} {text!r}: cannot read {part!r}; expected "
+                             "BATCH:SAMPLES_PER_SECOND pairs such as 32:195,64:219")
+        points.append((b, r))
+    if not points:
+        raise UsageError(f"{flag}: give BATCH:SAMPLES_PER_SECOND pairs")
+    batches = sorted({b for b, _ in points})
+    if len(batches) == 1:
+        b = batches[0]
+        rate = statistics.median(r for bb, r in points if bb == b)
+        fixed, per_sample = 0.0, 1 / rate
+    else:
+        fixed, per_sample, _ = fit_alpha_beta([float(b) for b, _ in points],
+                                              [b / r for b, r in points])
+    shown = ", ".join(f"{r:g}/s at batch {b}" for b, r in points)
+    return ComputeCalibration(per_sample, (), max(batches), None, (), "",
+                              f"given one-device throughput {shown}", assumed=True,
+                              fixed_s=fixed)
 
 
 def fit_table_rows(fits: list[Fit]) -> list[list[str]]:

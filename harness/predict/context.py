@@ -64,7 +64,8 @@ class Context:
     batch is per rank under weak scaling (every rank keeps it) and global under strong
     scaling (the ranks share it); options are the strategy's, defaults filled in;
     core_sharing >= 1 slows compute when a node's ranks need more cores than it has;
-    overheads are the strategies' measured per-step work (harness.predict.overhead).
+    overheads are the strategies' measured per-step work (harness.predict.overhead); fusion
+    replaces DDP's buckets by Horovod's tensor fusion (dataparallel.fused).
     """
 
     facts: WorkloadFacts
@@ -76,6 +77,7 @@ class Context:
     options: dict[str, Any] = field(default_factory=dict)
     core_sharing: float = 1.0
     overheads: dict[str, StrategyOverhead] = field(default_factory=dict)
+    fusion: tuple[float, float] | None = None  # Horovod fusion: (threshold bytes, cycle s)
 
     @property
     def element_bytes(self) -> int:
@@ -88,8 +90,8 @@ class Context:
 
     def compute_time(self, samples: float, synchronous_ranks: int = 1) -> float:
         """Seconds to compute `samples` on one rank, as the slowest of the ranks that wait for
-        each other every step (ComputeCalibration.slowest_of)."""
-        return samples * self.compute.slowest_of(synchronous_ranks) * self.core_sharing
+        each other every step (ComputeCalibration.step)."""
+        return self.compute.step(samples, synchronous_ranks) * self.core_sharing
 
     def option(self, name: str) -> Any:
         return self.options[name]

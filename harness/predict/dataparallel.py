@@ -7,6 +7,8 @@ harness.strategies.volumes; times from the network's α-β costs.
 """
 from __future__ import annotations
 
+import math
+
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
 from harness.strategies.ddp import COMPRESSION_RATIO
@@ -45,11 +47,54 @@ def buckets(ctx: Context, scale: float = 1.0) -> list[tuple[float, float]]:
     return found
 
 
+def _ready(ctx: Context, backward: float) -> list[tuple[float, float]]:
+    """(seconds into the backward pass, fp32 bytes) of each layer's gradient, in the order
+    the backward pass frees them (last layer first)."""
+    layers = ctx.facts.layers
+    total = sum(layer.backward_flops for layer in layers) or 1
+    found, done = [], 0.0
+    for layer in reversed(layers):
+        done += layer.backward_flops
+        if layer.parameters:
+            found.append((done / total * backward, layer.parameters * PARAM_BYTES))
+    return found
+
+
+def fused_allreduce(ctx: Context, ranks: int, backward: float, scale: float = 1.0
+                    ) -> tuple[float, float]:
+    """Horovod's tensor fusion instead of DDP's buckets (ctx.fusion = (threshold bytes, cycle
+    seconds)), as its background loop runs: a cycle takes every gradient ready by then, fuses
+    it into allreduces of at most the threshold, runs them in turn, and the next cycle starts
+    a cycle after this one began or when its allreduces end, whichever is later (so slow
+    allreduces make larger buffers). Returns (end of the backward phase, seconds of
+    allreduce); overlap=0 starts the first cycle when the backward pass ends."""
+    threshold, cycle = ctx.fusion or (float("inf"), 0.0)
+    ready = _ready(ctx, backward)
+    overlap = bool(ctx.options.get("overlap", True))
+    clock, busy, taken, began = (0.0 if overlap else backward), 0.0, 0, -math.inf
+    while taken < len(ready):
+        # a cycle after the last one began, once its allreduces ended and a gradient is ready
+        clock = max(clock, began + cycle, ready[taken][0])
+        began, waiting = clock, 0.0
+        while taken < len(ready) and ready[taken][0] <= clock:
+            waiting += ready[taken][1]
+            taken += 1
+        count = max(1, math.ceil(waiting / threshold))
+        for _ in range(count):
+            took = ctx.network.time("allreduce", waiting / count * scale, ranks)
+            busy += took
+            clock += took
+    return max(backward, clock), busy
+
+
 def overlapped_allreduce(ctx: Context, ranks: int, backward: float, scale: float = 1.0
                          ) -> tuple[float, float]:
     """(end of the backward phase, seconds of allreduce) with buckets reduced one after
     another as soon as they are ready: end = max(T_b, the last bucket's allreduce end);
-    without overlap (option overlap=0) end = T_b + the sum of the allreduces."""
+    without overlap (option overlap=0) end = T_b + the sum of the allreduces. With ctx.fusion,
+    Horovod's fusion instead (fused_allreduce)."""
+    if ctx.fusion:
+        return fused_allreduce(ctx, ranks, backward, scale)
     clock, busy = 0.0, 0.0
     overlap = bool(ctx.options.get("overlap", True))
     for size, ready in buckets(ctx, scale):

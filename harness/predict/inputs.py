@@ -3,7 +3,8 @@ prediction: the workload's facts, the compute and network calibration (or the as
 that replace them), the strategies with their options."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +12,22 @@ from harness.core.errors import UsageError
 from harness.predict.calibration import (
     ComputeCalibration,
     comm_fits,
+    compute_from_curve,
     compute_from_rate,
     compute_from_record,
     compute_from_records,
+    compute_run,
     network_from_fits,
 )
 from harness.predict.context import Context, workload_facts
+from harness.predict.costs import ALGORITHMS
 from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
 from harness.predict.overhead import overheads_from_records
 from harness.predict.records import EPOCH, Provenance
+from harness.predict.topology import parse_topology
 from harness.records.inputs import load_inputs
+from workloads.external import is_external
 
 
 @dataclass(frozen=True)
@@ -36,13 +42,18 @@ class Request:
     backend: str = "cpu"
     comm: str = "gloo"
     network: str | None = None
-    algorithm: str = "ring"
+    algorithm: str | None = None  # ring on a flat network, auto on a topology
     compute_from: str | None = None
     compute_rate: float | None = None
     calibrate_from: tuple[str, ...] = ("results",)
     batch_size: int | None = None
     threads: int | None = None
     scaling: str = "weak"
+    topology: str | None = None
+    compute_curve: str | None = None
+    step_cv: float = 0.0
+    step_overhead: float = 0.0
+    fusion: str | None = None
 
 
 @dataclass
@@ -63,8 +74,58 @@ def load_calibration(paths: tuple[str, ...], warnings: list[str]) -> list[dict[s
 
 def _compute(request: Request, records: list[dict[str, Any]], flops: int
              ) -> tuple[ComputeCalibration, dict[str, Any] | None]:
+    found, source = _measured_compute(request, records, flops)
+    if request.step_cv < 0 or request.step_overhead < 0:
+        raise UsageError("--step-cv and --step-overhead must be >= 0")
+    if request.step_cv or request.step_overhead:
+        notes = [f"step-time cv {request.step_cv:g} given"] if request.step_cv else []
+        notes += [f"+{request.step_overhead * 1e3:g} ms a step given"] \
+            if request.step_overhead else []
+        found = replace(found, cv=request.step_cv or found.cv,
+                        fixed_s=found.fixed_s + request.step_overhead,
+                        source=f"{found.source}; {', '.join(notes)}", assumed=True)
+    return found, source
+
+
+def _borrowed_rate(request: Request, records: list[dict[str, Any]], flops: int
+                   ) -> tuple[ComputeCalibration, dict[str, Any]] | None:
+    """A model read only for its facts (torchvision:NAME) has no runs of its own: it computes
+    at the FLOP/s this machine's single-rank run of the seed workload nearest in FLOPs per
+    sample achieved (same precision and backend), said as an assumption."""
+    found = []
+    for record in filter(compute_run, records):
+        spec = record["spec"]
+        if spec.get("precision") != request.precision or spec.get("backend") != \
+                request.backend or is_external(str(spec.get("workload"))):
+            continue
+        theirs = workload_facts(str(spec["workload"]), str(spec.get("size"))).flops_per_sample
+        found.append((abs(math.log(theirs / flops)), record["run_id"], record, theirs))
+    if not found:
+        return None
+    _, run_id, record, theirs = min(found, key=lambda item: item[:2])
+    measured = compute_from_record(record, request.threads)
+    rate = theirs / measured.seconds_per_sample
+    borrowed = compute_from_rate(flops, rate)
+    return replace(borrowed, batch=measured.batch, run_ids=(run_id,),
+                   created_at=record["created_at"],
+                   source=f"{rate:.4g} FLOP/s, as {record['spec']['workload']}/"
+                   f"{record['spec'].get('size')} achieved in {measured.source} (assumed for "
+                   f"{request.workload})"), record
+
+
+def _measured_compute(request: Request, records: list[dict[str, Any]], flops: int
+                      ) -> tuple[ComputeCalibration, dict[str, Any] | None]:
     if request.compute_rate is not None:
         return compute_from_rate(flops, request.compute_rate), None
+    if request.compute_curve is not None:
+        return compute_from_curve(request.compute_curve), None
+    if is_external(request.workload):
+        borrowed = _borrowed_rate(request, records, flops)
+        if borrowed is None:
+            raise UsageError(f"{request.workload}: no single-rank run of a seed workload "
+                             f"({request.precision}, {request.backend}) to borrow a FLOP/s "
+                             "from; give --compute-rate FLOP/s or --compute-curve B:RATE")
+        return borrowed
     if request.compute_from is not None:
         chosen = [r for r in load_inputs([request.compute_from]).records
                   if r.get("status") == "success" and r["spec"].get("task") is None]
@@ -85,9 +146,18 @@ def _compute(request: Request, records: list[dict[str, Any]], flops: int
 
 
 def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, list[str]]:
+    if request.topology is not None:
+        if request.network is not None:
+            raise UsageError("give --topology or --network, not both (a topology names its "
+                             "network between nodes)")
+        return parse_topology(request.topology, request.algorithm or "auto"), []
+    algorithm = request.algorithm or "ring"
+    if algorithm not in ALGORITHMS:
+        raise UsageError(f"--algorithm {algorithm}: needs --topology (devices a node); a "
+                         f"flat network takes {', '.join(ALGORITHMS)}")
     if request.network is not None:
-        return parse_network(request.network, request.algorithm), []
-    network, used = network_from_fits(comm_fits(records), request.comm, request.algorithm)
+        return parse_network(request.network, algorithm), []
+    network, used = network_from_fits(comm_fits(records), request.comm, algorithm)
     return network, sorted({run for fit in used for run in fit.run_ids})
 
 
@@ -98,12 +168,16 @@ def prepare(request: Request) -> Prepared:
     options = parse_option_pairs(list(request.option_pairs), list(request.strategies))
     facts = workload_facts(request.workload, request.size)
     warnings: list[str] = []
-    needs_records = request.network is None or (request.compute_rate is None
-                                                 and request.compute_from is None)
+    given_network = request.network is not None or request.topology is not None
+    given_compute = any(v is not None for v in (request.compute_rate, request.compute_from,
+                                                request.compute_curve))
+    needs_records = not (given_network and given_compute)
     records = load_calibration(request.calibrate_from, warnings) if needs_records else []
     compute, source = _compute(request, records, facts.flops_per_sample)
     network, comm_runs = _network(request, records)
     batch = request.batch_size or compute.batch or 0
+    if batch < 1 and is_external(request.workload):
+        raise UsageError(f"{request.workload}: give --batch-size (per device)")
     if batch < 1:
         from workloads import get_workload
 
@@ -127,8 +201,10 @@ def prepare(request: Request) -> Prepared:
         software=dict(source.get("software", {})) if source else {},
         assumptions=tuple(assumptions),
         overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
+    fusion = parse_fusion(request.fusion) if request.fusion else None
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
-                           options[s], overheads=overheads) for s in request.strategies}
+                           options[s], overheads=overheads, fusion=fusion)
+                for s in request.strategies}
     return Prepared(contexts, provenance, warnings)
 
 
@@ -139,3 +215,17 @@ def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
             raise UsageError(f"{name}: no such file or directory (calibration records: give "
                              "--calibrate-from PATH, or --network and --compute-rate)")
     return paths
+
+
+def parse_fusion(text: str) -> tuple[float, float]:
+    """'MB:CYCLE_MS' (Horovod's HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME; 'horovod'
+    for its defaults since 0.21, 128 MB and 1 ms) as (bytes, seconds)."""
+    text = "128:1" if text.strip().lower() == "horovod" else text
+    size, _, cycle = text.partition(":")
+    try:
+        mb, ms = float(size), float(cycle or 0)
+    except ValueError:
+        mb, ms = 0.0, -1.0
+    if not mb > 0 or ms < 0:
+        raise UsageError(f"--fusion {text!r}: expected MB:CYCLE_MS such as 64:5 (or horovod)")
+    return mb * 2**20, ms / 1e3

@@ -92,7 +92,7 @@ def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
     """The strategy's estimate at each node count (ctx.options are the strategy's)."""
     strategy_class(strategy)
     model = MODELS[strategy]
-    baseline = 1 / ctx.compute.seconds_per_sample
+    baseline = ctx.compute.rate(ctx.rank_batch(1))
     points = []
     for count in nodes:
         if count < 1:

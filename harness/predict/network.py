@@ -1,8 +1,9 @@
 """The network a prediction runs over: α and β per collective, calibrated or assumed.
 
 Calibrated networks carry one link per collective and measured world size (from
-`dtbench comm` fits, see calibration.py); a network given as numbers or a named preset uses
-one link for everything and is labelled an assumption wherever it is shown.
+`dtbench comm` fits, see calibration.py); a network given as numbers or a named link
+(links.py) uses one link for everything and is labelled an assumption wherever it is shown.
+A cluster of several devices per node is a Topology (topology.py), priced the same way.
 """
 from __future__ import annotations
 
@@ -11,18 +12,8 @@ from dataclasses import dataclass
 
 from harness.core.errors import UsageError
 from harness.predict.costs import ALGORITHMS, Link, cost
+from harness.predict.links import LINKS, find_link
 
-# name -> (description, link). Published orders of magnitude, not measurements of this
-# machine: latency of a small MPI message and the line rate per direction.
-PRESETS = {
-    "10gbe": ("10 Gb/s Ethernet, TCP: α 20 µs, 1.25 GB/s", Link(20e-6, 1 / 1.25e9)),
-    "ib-100g": ("100 Gb/s InfiniBand EDR: α 1 µs, 12.5 GB/s", Link(1.0e-6, 1 / 12.5e9)),
-    "aries": ("Cray Aries (XC40 dragonfly): α 1.3 µs, 10 GB/s injection per node",
-              Link(1.3e-6, 1 / 10e9)),
-}
-ALIASES = {"10g": "10gbe", "10gbit": "10gbe", "ethernet": "10gbe", "ib": "ib-100g",
-           "infiniband": "ib-100g", "edr": "ib-100g", "100g-ib": "ib-100g",
-           "cray-aries": "aries", "xc40": "aries"}
 FALLBACK_ORDER = ("allreduce", "broadcast", "allgather", "reducescatter", "p2p")
 
 
@@ -83,22 +74,21 @@ def _number(key: str, text: str, source: str) -> float:
 
 
 def parse_network(text: str, algorithm: str = "ring") -> Network:
-    """A preset name (10GbE, ib-100g, aries) or 'alpha=SECONDS,beta=SECONDS_PER_BYTE'
-    (beta may be given as bandwidth=BYTES_PER_SECOND instead); UsageError otherwise."""
+    """A link's name (links.py: 10gbe-tcp, ib-edr, aries, ...) or
+    'alpha=SECONDS,beta=SECONDS_PER_BYTE' (beta may be given as bandwidth=BYTES_PER_SECOND
+    instead); UsageError otherwise."""
     if algorithm not in ALGORITHMS:
         raise UsageError(f"--algorithm {algorithm!r}: choose from {', '.join(ALGORITHMS)}")
-    name = text.strip().lower()
-    name = ALIASES.get(name, name)
-    if name in PRESETS:
-        description, link = PRESETS[name]
-        return uniform(f"{name}: {description}", link, algorithm)
+    preset = find_link(text)
+    if preset is not None:
+        return uniform(f"{preset.name}: {preset.summary}", preset.link, algorithm)
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         key = key.strip().lower()
         if not sep or key not in ("alpha", "beta", "bandwidth") or key in values:
             raise UsageError(f"--network {text!r}: cannot read {part!r}; give a preset "
-                             f"({', '.join(PRESETS)}) or alpha=SECONDS,beta=SECONDS_PER_BYTE")
+                             f"({', '.join(LINKS)}) or alpha=SECONDS,beta=SECONDS_PER_BYTE")
         values[key] = _number(key, value.strip(), text)
     if "bandwidth" in values and "beta" not in values:
         if values["bandwidth"] == 0:
@@ -106,6 +96,6 @@ def parse_network(text: str, algorithm: str = "ring") -> Network:
         values["beta"] = 1 / values.pop("bandwidth")
     if set(values) != {"alpha", "beta"}:
         raise UsageError(f"--network {text!r}: give both alpha and beta (or bandwidth), "
-                         f"or a preset ({', '.join(PRESETS)})")
+                         f"or a preset ({', '.join(LINKS)})")
     link = Link(values["alpha"], values["beta"])
     return uniform(f"alpha={link.alpha:g} s, beta={link.beta:g} s/B", link, algorithm)
