@@ -91,8 +91,10 @@ RUN_FIELDS: tuple[RunField, ...] = (
              baseline=True, report=6),
     RunField("size", ("--size",), choices=SIZES, suite=str, multi=2, store=True, baseline=True,
              report=2),
-    RunField("batch_size", ("--batch-size",), type=positive_int, help="per rank", suite=int,
-             spec="batch_per_rank", report=10),
+    RunField("batch_size", ("--batch-size",), type=int_list, action="append", suite=int,
+             multi=8, spec="batch_per_rank", report=10,
+             help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
+             "`predict` fits its compute curve to)"),
     RunField("steps", ("--steps",), type=positive_int, suite=int),
     RunField("warmup", ("--warmup",), type=non_negative_int, suite=int, minimum=0),
     RunField("target_ci", ("--target-ci",), type=positive_float, metavar="PCT",

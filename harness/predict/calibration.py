@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from harness.core.errors import UsageError
 from harness.core.stats import quantile
 from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
+from harness.records.machine import machine_label
 
 COMM_OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 PLAIN = (None, "ddp")  # single-rank runs that are compute alone (no strategy, or ddp)
@@ -295,10 +296,41 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
     samples = tuple(s * level / part.seconds_per_sample for part in parts
                     for s in part.step_samples)
     note = "" if len(parts) == 1 else f" and {len(parts) - 1} more run(s)"
-    return ComputeCalibration(level, samples, parts[0].batch,
-                              parts[0].threads, tuple(r["run_id"] for r in chosen),
-                              max(r["created_at"] for r in chosen), parts[0].source + note,
-                              scaled=parts[0].scaled)
+    found = ComputeCalibration(level, samples, parts[0].batch,
+                               parts[0].threads, tuple(r["run_id"] for r in chosen),
+                               max(r["created_at"] for r in chosen), parts[0].source + note,
+                               scaled=parts[0].scaled)
+    sweep = [r for r in candidates if rank(r)[:2] == best[:2]
+             and machine_label(r.get("machine") or {}) ==
+             machine_label(chosen[0].get("machine") or {})]
+    return batch_curve(found, sweep, threads)
+
+
+def batch_curve(found: ComputeCalibration, sweep: list[dict[str, Any]], threads: int | None
+                ) -> ComputeCalibration:
+    """With runs of one machine at two or more batches (a batch sweep, `dtbench run
+    --batch-size 8,16,32`), the step as t(b) = t0 + b·s fitted through each batch's median
+    step (weighted least squares, t0 >= 0): a smaller per-rank batch then runs below a larger
+    one's rate. The measured steps' spread is kept, scaled to s. Otherwise `found` as is."""
+    by_batch: dict[int, list[float]] = {}
+    for record in sweep:
+        part = compute_from_record(record, threads)
+        by_batch.setdefault(part.batch, []).append(part.seconds_per_sample * part.batch)
+    if len(by_batch) < 2:
+        return found
+    batches = sorted(by_batch)
+    fixed, per_sample, _ = fit_alpha_beta([float(b) for b in batches],
+                                          [statistics.median(by_batch[b]) for b in batches])
+    if per_sample <= 0:
+        return found
+    middle = statistics.median(found.step_samples) if found.step_samples else 0.0
+    samples = tuple(v * per_sample / middle for v in found.step_samples) if middle else ()
+    runs = tuple(sorted({r["run_id"] for r in sweep}))
+    return replace(found, seconds_per_sample=per_sample, step_samples=samples,
+                   fixed_s=fixed, run_ids=runs,
+                   created_at=max(r["created_at"] for r in sweep),
+                   source=f"{found.source}; batch sweep {', '.join(map(str, batches))}: "
+                   f"step = {fixed * 1e3:.4g} ms + batch x {per_sample * 1e3:.4g} ms")
 
 
 def compute_from_rate(flops_per_sample: float, rate: float) -> ComputeCalibration:

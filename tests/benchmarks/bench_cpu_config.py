@@ -71,7 +71,7 @@ def _dtbench_step(workload_name: str, size: str, precision: str, batch: int) -> 
     from harness.run.plan import plan_runs
 
     spec = plan_runs(None, {"workload": [workload_name], "size": [size],
-                            "precision": [precision], "batch_size": batch})[0][0]
+                            "precision": [precision], "batch_size": [batch]})[0][0]
     spec, choices = settle_all(spec)
     trainer = Trainer(spec, 0, 0, None)
 

@@ -79,10 +79,16 @@ def test_compute_prefers_same_threads_then_nearest_batch(run_record) -> None:
     records = [run_record([0.32] * 5, threads=1, batch=32, run_id="t1"),
                run_record([0.20] * 5, threads=2, batch=32, run_id="t2"),
                run_record([0.17] * 5, threads=1, batch=16, run_id="t1b16")]
-    found = compute_from_records(records, workload="hep_cnn", size="small", precision="fp32",
-                                 backend="cpu", threads=1, batch=30)
+    found = compute_from_records(records[:2], workload="hep_cnn", size="small",
+                                 precision="fp32", backend="cpu", threads=1, batch=30)
     assert found is not None and found.run_ids == ("t1",)
     assert found.seconds_per_sample == pytest.approx(0.01)
+    # with both batches at one thread, a batch sweep: the curve through both
+    swept = compute_from_records(records, workload="hep_cnn", size="small", precision="fp32",
+                                 backend="cpu", threads=1, batch=30)
+    assert swept is not None and swept.run_ids == ("t1", "t1b16")
+    assert swept.fixed_s + 32 * swept.seconds_per_sample == pytest.approx(0.32)
+    assert swept.fixed_s + 16 * swept.seconds_per_sample == pytest.approx(0.17)
     whole_node = compute_from_records(records, workload="hep_cnn", size="small",
                                       precision="fp32", backend="cpu")
     assert whole_node is not None and whole_node.run_ids == ("t2",)  # most threads

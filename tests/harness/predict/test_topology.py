@@ -188,3 +188,23 @@ def test_parse_fusion() -> None:
     for text in ("x", "0:5", "64:-1"):
         with pytest.raises(UsageError):
             parse_fusion(text)
+
+
+def test_a_batch_sweep_of_one_machine_gives_the_compute_curve(run_record) -> None:  # type: ignore[no-untyped-def]
+    from harness.predict.calibration import compute_from_records
+
+    t0, per_sample = 0.05, 0.01
+    sweep = [run_record([t0 + per_sample * b] * 3, batch=b, run_id=f"b{b}") for b in (8, 16, 32)]
+    found = compute_from_records(sweep, workload="hep_cnn", size="small", precision="fp32",
+                                 backend="cpu", batch=16)
+    assert found is not None
+    assert found.fixed_s == pytest.approx(t0) and found.seconds_per_sample == \
+        pytest.approx(per_sample)
+    assert found.rate(4) == pytest.approx(4 / (t0 + 4 * per_sample))
+    assert "batch sweep 8, 16, 32" in found.source and found.run_ids == ("b16", "b32", "b8")
+    # another machine's runs are not one sweep: the nearest batch alone, as before
+    other = run_record([0.9] * 3, batch=8, run_id="elsewhere")
+    other["machine"] = {**other["machine"], "name": "another box"}
+    alone = compute_from_records([sweep[1], other], workload="hep_cnn", size="small",
+                                 precision="fp32", backend="cpu", batch=16)
+    assert alone is not None and alone.fixed_s == 0 and alone.run_ids == ("b16",)

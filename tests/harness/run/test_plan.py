@@ -67,7 +67,7 @@ def test_threads_default_to_usable_cores_per_rank() -> None:
 def test_cli_overrides_beat_the_suite() -> None:
     suite = suite_of({"workload": "hep_cnn", "size": "tiny", "steps": 9, "warmup": 4,
                       "batch_size": 2, "precision": "bf16"})
-    (spec, _), = plan_runs(suite, cli(steps=3, warmup=0, batch_size=5, precision=["fp32"],
+    (spec, _), = plan_runs(suite, cli(steps=3, warmup=0, batch_size=[5], precision=["fp32"],
                                       backend=["cpu"]))
     assert (spec.steps, spec.warmup, spec.batch_per_rank, spec.precision) == (3, 0, 5, "fp32")
     assert spec.suite == "mine"
