@@ -28,6 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # infrastructure.py, which test_pgstore imports
 sys.path.insert(0, str(ROOT / "tests" / "harness" / "records"))
 
 MACHINES, EXPERIMENTS, REPEATS = 10, 20, 5
@@ -183,6 +184,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-sqlite", action="store_true",
+                        help="only the PostgreSQL store (e.g. again over a --keep directory)")
     parser.add_argument("--keep", help="build the stores in this directory and keep them")
     args = parser.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="bench-store-scale-"))
@@ -190,7 +193,8 @@ def main() -> None:
     print(f"{args.records} records in {root}")
     store = root / "store" if (root / "store").is_dir() else write_directory(args.records, root)
     cand = root / "candidate" if (root / "candidate").is_dir() else candidate(root)
-    commands(str(store), root, cand, "sqlite")
+    if not args.no_sqlite:
+        commands(str(store), root, cand, "sqlite")
     if not args.no_postgres:
         found = postgres(root, store)
         if found:
