@@ -28,16 +28,14 @@ def is_external(name: str) -> bool:
     return name.lower().startswith(PREFIX)
 
 
-def _import_models() -> Any:
-    """torchvision.models. The wheel on the package index is built against torch's CUDA
-    build: beside a CPU-only torch its compiled operators (nms, roi_align, ...) cannot load
-    and the package's own __init__ then fails registering kernels for them. The model
-    definitions are plain Python and use none of those operators, so where that happens the
-    models are imported without running the package's __init__."""
+def import_torchvision(module: str = "models") -> Any:
+    """torchvision.<module> (models, transforms.v2). The wheel on the package index is built
+    against torch's CUDA build: beside a CPU-only torch its compiled operators (nms,
+    roi_align, ...) cannot load and the package's own __init__ then fails registering kernels
+    for them. Models and transforms are plain Python and use none of those operators, so
+    where that happens they are imported without running the package's __init__."""
     try:
-        import torchvision.models as models
-
-        return models
+        return importlib.import_module(f"torchvision.{module}")
     except ImportError:
         raise UsageError("torchvision is not installed: pip install torchvision (the release "
                          "matching your torch)") from None
@@ -51,7 +49,11 @@ def _import_models() -> Any:
         package.__path__ = list(spec.submodule_search_locations)
         package.__spec__ = spec
         sys.modules["torchvision"] = package
-        return importlib.import_module("torchvision.models")
+        return importlib.import_module(f"torchvision.{module}")
+
+
+def _import_models() -> Any:
+    return import_torchvision("models")
 
 
 @lru_cache(maxsize=1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from harness.collectors import (  # noqa: F401  (registration)
     communication,
     consistency,
+    data,
     energy,
     flops,
     memory,

@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "predict": ("predict", "scale-out prediction from a calibrated model"),
     "sbatch": ("sbatch", "write an sbatch script that runs a suite"),
     "store": ("store", "export a PostgreSQL store, or import records into one"),
+    "data": ("data", "write datasets in file formats; measure the input pipeline alone"),
 }
 
 

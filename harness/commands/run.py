@@ -67,15 +67,25 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _preflight_data(specs: list[RunSpec]) -> None:
-    """Load each distinct --data file once so a bad file is a usage error before any run."""
+    """Open each distinct --data path once so a bad dataset is a usage error before any run:
+    file formats are indexed and checked (workloads/files), arrays and text loaded."""
     from workloads import get_workload
+    from workloads.files import check_dataset, is_file_dataset
 
     checked: set[tuple[str, str, str]] = set()
     for spec in specs:
         if not spec.data or (spec.workload, spec.size, spec.data) in checked:
             continue
         checked.add((spec.workload, spec.size, spec.data))
-        get_workload(spec.workload).datasets(spec.size, spec.data, spec.seed)
+        workload = get_workload(spec.workload)
+        if is_file_dataset(spec.data):
+            check_dataset(workload, spec.size, spec.data)
+            continue
+        workload.datasets(spec.size, spec.data, spec.seed)  # arrays or text: its own checks
+        if spec.mode != "ttt":
+            raise UsageError(f"--data {spec.data}: throughput runs read datasets in files "
+                             "(an image folder, tar shards, HDF5 or a tokens file: dtbench "
+                             "data make); .npz arrays and text are for --mode ttt")
 
 
 def in_rounds(counts: list[tuple[Any, int]]) -> list[Any]:

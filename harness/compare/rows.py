@@ -34,7 +34,8 @@ SINGLE_RUN_LIMIT_PCT = 25.0
 # Diagnostics: tested and shown, never failing the gate. Phases are far noisier than their step;
 # FLOP/s and MFU restate the throughput: gating them multiplies the false alarms of one change
 # (docs/measurements/precision.md).
-DIAGNOSTIC, DIAGNOSTIC_PREFIX = frozenset({"achieved_flops", "mfu"}), "phase_"
+DIAGNOSTIC, DIAGNOSTIC_PREFIX = frozenset({"achieved_flops", "mfu", "data_wait",
+                                           "data_wait_share"}), "phase_"
 
 
 def gates(metric: str) -> bool:

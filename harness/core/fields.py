@@ -8,7 +8,7 @@ import argparse
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,13 +45,17 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
-def int_list(text: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; each a positive integer."""
+def int_list(text: str, each: Callable[[str], int] | None = None) -> list[int]:
+    """'1,2,4' -> [1, 2, 4]; each a positive integer (or as `each` reads it)."""
     parts = [p.strip() for p in text.split(",")]
     if not all(parts):
-        raise argparse.ArgumentTypeError(
-            f"expected a comma list of positive integers, got {text!r}")
-    return [positive_int(p) for p in parts]
+        raise argparse.ArgumentTypeError(f"expected a comma list of integers, got {text!r}")
+    return [(each or positive_int)(p) for p in parts]
+
+
+def count_list(text: str) -> list[int]:
+    """'0,1,2' -> [0, 1, 2]; each an integer >= 0."""
+    return int_list(text, non_negative_int)
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,16 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
              help="run even when ranks x threads exceed 4x the usable cores or the estimated "
              "memory exceeds the machine's"),
-    RunField("data", ("--data",), help="user data: .npz/.h5 images+labels, or text for lstm",
-             suite=str),
+    RunField("data", ("--data",), suite=str,
+             help="read samples from files: an image folder, WebDataset tar shards, HDF5 or a "
+             "tokens file (dtbench data make), in throughput and time-to-train runs; .npz/.h5 "
+             "arrays or text for time-to-train"),
+    RunField("loader_workers", ("--loader-workers",), type=non_negative_int, suite=int,
+             minimum=0, key_default=0,
+             help="DataLoader worker processes reading --data (0: the training loop reads)"),
+    RunField("skip_bad_samples", ("--skip-bad-samples",), action="store_true", default=None,
+             suite=bool, key_default=False,
+             help="skip samples that cannot be read or decoded, counted in the record"),
     RunField("out", ("--out",), default="results", help="results store (default ./results)",
              launch=True),
     RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
@@ -189,6 +197,8 @@ class RunSpec:
     ipex: bool = False
     ipex_mode: str = "off"
     data: str | None = None
+    loader_workers: int = 0
+    skip_bad_samples: bool = False
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     peak: str = "in-run"

@@ -1,4 +1,4 @@
-"""The two measurement loops of a rank: throughput on a fixed synthetic batch, and
+"""The two measurement loops of a rank: throughput on a fixed synthetic batch (or --data files),
 time-to-train on real data under MLPerf timing rules."""
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -16,6 +17,7 @@ from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
+from harness.rank.feed import Feed
 from harness.rank.trainer import Trainer
 from harness.records.rundir import CHECK_SYNC_VAR, RankResult
 from harness.strategies.meter import CommMeter
@@ -163,10 +165,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     result = trainer.new_result()
     if trainer.strategy.serves:
         return _serve(trainer, result, spec.warmup + spec.steps, progress)
-    generator = torch.Generator().manual_seed(spec.seed + rank)
-    inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank, "cpu",
-                                                       generator)
-    inputs, targets = trainer.to_device(inputs, targets)
+    feed = Feed(trainer, rank)
     backend, device = trainer.backend, trainer.device
     # Before the warm-up: the steps after it then find their heap as the warm-up left it,
     # not trimmed of the probe's buffers.
@@ -176,6 +175,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     rewind: _Rewind | None = None
     while index < warmup:
         started = time.perf_counter()
+        inputs, targets, _ = feed.next()
         trainer.step(inputs, targets)
         _end_step(trainer)
         backend.synchronize(device)
@@ -198,6 +198,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     losses = torch.empty(spec.steps if spec.target_ci is None else max(spec.steps, 64),
                          device=device)
     check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
+    waits: list[float] = []
     decision = adaptive.Decision(True, 0, adaptive.FIXED)
     started = time.perf_counter()
     index = 0
@@ -205,7 +206,9 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         inject_fault(rank, index, trainer.model)
         if index == losses.numel():  # an adaptive run past its room: double it
             losses = torch.cat([losses, torch.empty_like(losses)])
-        timer.start()
+        timer.start()  # a step pays the wait for its batch, as training does
+        inputs, targets, waited = feed.next()
+        waits.append(waited)
         losses[index] = trainer.step(inputs, targets)
         timer.stop()
         _end_step(trainer)
@@ -227,6 +230,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     result.step_times = times[decision.discard:]
     result.measurement = adaptive.summary(times, decision.discard, decision.reason,
                                           target=spec.target_ci, max_time=spec.max_time)
+    result.data = feed.summary(waits[decision.discard:])
     # Memory and energy are read before the after-run peak probe, whose GEMM operands and
     # copy buffers are the harness's, not the workload's.
     if meter is not None and energy_start is not None:
@@ -279,6 +283,19 @@ def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local
         log.close()
 
 
+def _datasets(trainer: Trainer) -> tuple[Any, Any]:
+    """The run's splits: --data files through the loader (workloads/files), else the
+    workload's in-memory sets."""
+    from workloads.files import file_datasets, is_file_dataset, loader_options
+
+    spec = trainer.spec
+    if is_file_dataset(spec.data):
+        assert spec.data is not None
+        return file_datasets(trainer.workload, spec.size, spec.data,
+                             loader_options(spec, trainer.device.type == "cuda"))
+    return trainer.workload.datasets(spec.size, spec.data, spec.seed)
+
+
 def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int,
                    progress: ProgressFn, meter: CommMeter | None) -> RankResult:
     log.event(mlperf.SUBMISSION_BENCHMARK, spec.workload)
@@ -289,7 +306,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
         return _serve(trainer, result, 0, progress)
     target = trainer.preset.target
     try:
-        train, evaluation = trainer.workload.datasets(spec.size, spec.data, spec.seed)
+        train, evaluation = _datasets(trainer)
     except NotImplementedError as exc:
         raise SkipRun(str(exc)) from None
     if len(train) < spec.global_batch:

@@ -112,6 +112,9 @@ class RankResult:
     peak_readings: list[dict[str, Any]] = field(default_factory=list)
     # This node's fingerprint summary, from the first rank of each node of a multi-node run.
     node: dict[str, Any] | None = None
+    # Where the batches came from when --data files fed the run (harness/rank/feed.py): the
+    # format, loader workers, seconds waited for each measured step's batch, samples read.
+    data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RankResult:
