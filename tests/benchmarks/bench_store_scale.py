@@ -143,6 +143,7 @@ def measure(label: str, argv: list[str]) -> None:
 
 def commands(store: str, root: Path, cand: Path, name: str) -> None:
     out = root / name
+    shutil.rmtree(out, ignore_errors=True)  # a kept folder's outputs of a previous run
     out.mkdir()
     measure(f"report ({name})", ["report", store, "-o", str(out / "report.html")])
     measure(f"report --by machine ({name})",
