@@ -67,6 +67,10 @@ def _plots(views: list[RecordView]) -> list[str]:
         from harness.report.predictions import efficiency_plot
 
         plots.append(efficiency_plot(views))
+    if any(view.spec.get("data") for view in views):
+        from harness.report.dataplots import loader_plot
+
+        plots.append(loader_plot(views))
     for plot in plots:
         if plot.png is None:
             lines.append(f'<p class="note">{_e(plot.caption)}</p>')

@@ -19,11 +19,12 @@ from harness.report.view import RecordView, clean_text, group, number
 METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
                   "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
                   "time_to_train": "time to train", "quality": "quality",
-                  "scaling_efficiency": "scaling eff.", "peak_flops": "peak"}
+                  "scaling_efficiency": "scaling eff.", "peak_flops": "peak",
+                  "data_wait_share": "data wait"}
 # Constants of a workload, and the detail the Strategies section shows: in the CSV, not
 # worth a training-table column.
 HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank",
-                  "memory_bandwidth", "state_bytes", "samples_to_target")
+                  "memory_bandwidth", "state_bytes", "samples_to_target", "data_wait")
 HIDDEN_PREFIXES = ("comm_bytes", "phase_")
 # (spec field, heading, shown only when it varies within the table)
 TRAINING_KEYS = (("strategy", "strategy", True), ("backend", "backend", False),
@@ -32,6 +33,7 @@ TRAINING_KEYS = (("strategy", "strategy", True), ("backend", "backend", False),
                  ("world_size", "ranks", False), ("nnodes", "nodes", True),
                  ("threads", "threads/rank", True), ("size", "size", False),
                  ("batch_per_rank", "batch/rank", False), ("mode", "mode", False),
+                 ("data", "data", True), ("loader_workers", "loader workers", True),
                  ("suite", "suite", True))
 COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
              ("launcher", "launcher", True), ("world_size", "ranks", False),

@@ -165,6 +165,8 @@ class RecordView:
         existed are ddp)."""
         if name == "strategy":
             return self.strategy
+        if name == "data" and not self.spec.get("data"):
+            return "synthetic"
         return clean_text(self.spec.get(name), 100) or "-"
 
     @property

@@ -526,3 +526,44 @@ def test_every_row_and_legend_names_its_machine(tmp_path: Path,
     box_b = [view for view in views if view.machine_label == "box-b"]
     assert several_machines(views) and box_b and not several_machines(box_b)
     assert box_b[0].label(machine=True) == f"box-b: {box_b[0].label()}"
+
+
+def test_real_data_and_synthetic_runs_sit_side_by_side(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    from harness.records.record import Metric
+
+    synthetic = training("20240102T030405Z-hep_cnn-synthetic", speed=2.0)
+    files = training("20240102T030406Z-hep_cnn-files", extra=[
+        Metric("data_wait", "s", 0.004, False, samples=[0.004] * 4),
+        Metric("data_wait_share", "fraction", 0.4, False, extra={"input_bound": True})])
+    files["spec"].update(data="/data/hep.h5", loader_workers=2)
+    code, out, _ = report(capsys, str(write_store(tmp_path / "store", [synthetic, files])))
+    assert code == 0
+    header = table_header(out, "machine", "backend")
+    real = dict(zip(header, table_row(out, "20240102T030406Z-hep_cnn-files"), strict=True))
+    fake = dict(zip(header, table_row(out, "20240102T030405Z-hep_cnn-synthetic"), strict=True))
+    assert real["data"] == "/data/hep.h5" and real["loader workers"] == "2"
+    assert fake["data"] == "synthetic" and fake["data wait (fraction)"] == "-"
+    assert real["data wait (fraction)"].startswith("0.4")
+    assert fake["throughput (samples/s)"].startswith("3200 ")
+
+
+def test_the_html_report_draws_the_loader_curve_only_for_file_runs(tmp_path: Path) -> None:
+    from harness.report.dataplots import loader_plot
+    from harness.report.view import views_of
+
+    synthetic = training("20240102T030405Z-hep_cnn-synthetic", speed=2.0)
+    fed = []
+    for workers in (0, 1, 2):
+        record = training(f"20240102T03040{6 + workers}Z-hep_cnn-w{workers}", speed=1.0)
+        record["spec"].update(data="/data/hep.h5", loader_workers=workers)
+        fed.append(record)
+    views = views_of([synthetic, *fed])
+    drawn = loader_plot(views)
+    assert drawn.png is not None and drawn.png.startswith(b"\x89PNG")
+    assert "loader worker" in drawn.alt and "synthetic" in drawn.caption
+    assert loader_plot(views_of([synthetic])).png is None
+    assert main(["report", str(write_store(tmp_path / "s", [synthetic, *fed])), "-o",
+                 str(tmp_path / "r.html")]) == 0
+    assert "against loader worker processes" in (tmp_path / "r.html").read_text()
