@@ -61,7 +61,7 @@ def test_identity_is_what_it_was_before_the_declaration() -> None:
     assert set(NOT_IN_KEY) == {"suite", "seed", "env", "peak", "replicas", "compile_mode",
                                "ipex_mode", "target_ci", "max_time"}
     assert KEY_DEFAULTS == {"strategy": "ddp", "strategy_options": {}, "straggler": None,
-                            "ipex": False}
+                            "ipex": False, "loader_workers": 0, "skip_bad_samples": False}
     assert DDP_SPEC_OPTIONS == {"bucket_mb": 25, "compression": "none"}
 
 
@@ -71,12 +71,13 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
     from harness.run.suites import RUN_KEYS
 
     assert MULTI_KEYS == ("workload", "size", "backend", "comm", "precision", "nproc",
-                          "strategy")
+                          "strategy", "batch_size")
     assert set(CLI_RUN_KEYS) == set(RUN_KEYS) == {
         "workload", "size", "backend", "comm", "launcher", "precision", "nproc", "nnodes",
         "batch_size", "steps", "warmup", "mode", "repeat", "threads", "channels_last",
         "compile", "ipex", "data", "seed", "bucket_mb", "compression", "peak", "strategy",
-        "strategy_options", "straggler", "target_ci", "max_time"}
+        "strategy_options", "straggler", "target_ci", "max_time", "loader_workers",
+        "skip_bad_samples"}
     assert RUN_KEYS["compile"] == (bool, str) and RUN_KEYS["nproc"] is int
 
 
