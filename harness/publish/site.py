@@ -89,6 +89,7 @@ class Site:
     workloads: list[str]
 
 
+SERVER_CHUNK = 5000  # a server's records written a chunk at a time (publish's records)
 _FORKED: Builder | None = None  # the builder a forked page worker inherits
 
 
@@ -234,6 +235,7 @@ class Builder:
         pages = Names()
         self.workload_file = {name: pages(name) for name in self.workloads}
         self.files: list[str] = []
+        self.server_chunks: list[tuple[Any, dict[str, str]]] = []
 
     def write(self, relative: str, data: str | bytes) -> None:
         path = self.out / relative
@@ -261,19 +263,32 @@ class Builder:
                 self.files.append(relative)
             else:
                 servers.setdefault(id(store), (store, {}))[1][entry.view.run_id] = relative
+        # A server's records are sent over the network and written one file each: in
+        # chunks that run beside the pages (build), since a worker waiting on the server
+        # leaves its core to one drawing a plot.
         for store, wanted in servers.values():
-            for run_id, text in store.record_texts(list(wanted)):
-                self.write(wanted[run_id], text + "\n")
+            items = list(wanted.items())
+            self.server_chunks += [(store, dict(items[start:start + SERVER_CHUNK]))
+                                   for start in range(0, len(items), SERVER_CHUNK)]
+
+    def server_records(self, index: int) -> None:
+        """Write one chunk of a server's records."""
+        store, wanted = self.server_chunks[index]
+        for run_id, text in store.record_texts(list(wanted)):
+            self.write(wanted[run_id], text + "\n")
 
     def build(self) -> Site:
         self.copy_records()
         self.write("index.html", self.index())
-        pages = [("machine", label) for label in self.machines] + \
+        pages = [("records", str(i)) for i in range(len(self.server_chunks))] + \
+            [("machine", label) for label in self.machines] + \
             [("workload", name) for name in self.workloads]
         written = _pages_in_parallel(self, pages)
-        for number, page in enumerate(pages, 1):
+        machines = 0
+        for page in pages:
             if page[0] == "machine":
-                self.progress(f"machine {number}/{len(self.machines)}: {page[1]}")
+                machines += 1
+                self.progress(f"machine {machines}/{len(self.machines)}: {page[1]}")
             self.files += next(written) if written is not None else self.page(page)
         return Site(self.files, self.machines, self.workloads)
 
@@ -281,7 +296,9 @@ class Builder:
         """Write a machine's or a workload's page (and its plots): the files written."""
         before = len(self.files)
         kind, name = page
-        if kind == "machine":
+        if kind == "records":
+            self.server_records(int(name))
+        elif kind == "machine":
             self.write(f"machines/{self.machine_file[name]}.html", self.machine_page(name))
         else:
             self.write(f"workloads/{self.workload_file[name]}.html", self.workload_page(name))
