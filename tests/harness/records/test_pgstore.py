@@ -415,3 +415,21 @@ def test_a_table_of_an_older_version_gets_its_summary_columns_filled(url: str) -
             connection.execute(f"ALTER TABLE {TABLE} DROP COLUMN {name}")
     (row,) = PostgresStore(url).summary_rows()
     assert row["machine"] and row["m_step_time"] is not None
+
+
+def test_publish_from_the_server_writes_every_record_as_stored(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's records reach the site in chunks written by the page workers: all of
+    them, each its stored document."""
+    import harness.publish.site as site
+
+    monkeypatch.setattr(site, "SERVER_CHUNK", 2)  # three chunks for five records
+    store = PostgresStore(url)
+    records = [_record(f"p{i}") for i in range(5)]
+    for record in records:
+        store.add(record)
+    assert main(["publish", url, "-o", str(tmp_path / "site")]) == 0
+    written = [json.loads(path.read_text())
+               for path in sorted((tmp_path / "site" / "records").glob("*.json"))]
+    assert sorted(written, key=lambda r: r["run_id"]) == \
+        sorted(records, key=lambda r: r["run_id"])
