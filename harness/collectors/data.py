@@ -29,6 +29,7 @@ def data_wait(context: CollectContext) -> list[Metric]:
             "skipped_samples": sum(int(d.get("skipped") or 0) for d in fed),
             "samples_read": sum(int(d.get("samples_read") or 0) for d in fed),
             "page_cache": first.get("page_cache"),
+            "class_counts": first.get("class_counts") or None,
             # which samples each rank read (the first MAX_IDS_SHOWN): disjoint shards
             "sample_ids_per_rank": [list(d.get("sample_ids") or [])[:MAX_IDS_SHOWN]
                                     for d in fed],

@@ -56,4 +56,5 @@ class Feed:
                 "shard_samples": len(self.files), "skipped": self.files.skipped,
                 "waits": measured_waits, "samples_read": len(self.ids),
                 "distinct_samples": len(set(self.ids)), "sample_ids": self.ids[:MAX_IDS],
-                "page_cache": "warm (not dropped)"}
+                "page_cache": "warm (not dropped)",
+                "class_counts": getattr(self.files.samples.source, "class_counts", dict)()}

@@ -148,6 +148,21 @@ def test_empty_and_one_class_folders_are_refused(tmp_path: Path) -> None:
         check_dataset(workload, "tiny", str(tmp_path / "one"))
     with pytest.raises(UsageError, match="no such file"):
         check_dataset(workload, "tiny", str(tmp_path / "absent"))
+    (tmp_path / "one" / "b").mkdir()
+    (tmp_path / "one" / "b" / "y.jpg").write_bytes(b"")
+    (tmp_path / "one" / "loose.jpg").write_bytes(b"")
+    with pytest.raises(UsageError, match=r"1 image\(s\) outside the class folders \(e.g. loose"):
+        check_dataset(workload, "tiny", str(tmp_path / "one"))
+
+
+def test_an_unbalanced_folder_shows_its_class_counts(tmp_path: Path) -> None:
+    name, path = made(tmp_path, "imagefolder", samples=20)  # 2 images in each of 10 classes
+    for extra in range(6):
+        (path / "class_000" / f"extra{extra}.jpg").write_bytes(
+            next((path / "class_001").glob("*.jpg")).read_bytes())
+    _, feed = file_batches(get_workload(name), "tiny", str(path), 4, (0, 1), LoaderOptions())
+    counts = feed.samples.source.class_counts()
+    assert counts["class_000"] == 8 and counts["class_001"] == 2 and sum(counts.values()) == 26
 
 
 def test_tokens_outside_the_vocabulary_are_refused(tmp_path: Path) -> None:

@@ -92,6 +92,12 @@ class ImageFolder:
     kind: str = "image"
 
     def open(self, num_classes: int) -> ImageFolder:
+        stray = sorted(p.name for p in Path(self.root).iterdir()
+                       if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        if stray:
+            raise UsageError(f"--data {self.root}: {len(stray)} image(s) outside the class "
+                             f"folders (e.g. {stray[0]}); each image belongs in its class's "
+                             "folder")
         folders = sorted(p for p in Path(self.root).iterdir() if p.is_dir())
         if len(folders) < 2:
             raise UsageError(f"--data {self.root}: {len(folders)} class folder(s); a "
@@ -110,6 +116,13 @@ class ImageFolder:
 
     def __len__(self) -> int:
         return len(self.files)
+
+    def class_counts(self) -> dict[str, int]:
+        """Images per class folder (an unbalanced dataset shows here, in the record)."""
+        counts = dict.fromkeys(self.classes, 0)
+        for _, label in self.files:
+            counts[self.classes[label]] += 1
+        return counts
 
     def name(self, index: int) -> str:
         return self.files[index][0]

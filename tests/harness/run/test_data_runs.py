@@ -47,6 +47,8 @@ def test_made_dataset_feeds_throughput_and_time_to_train_at_1_and_2_ranks(
         assert record["spec"]["loader_workers"] == 1
         wait = metric(record, "data_wait")
         assert wait is not None and wait["format"] == fmt and wait["value"] >= 0
+        if fmt == "imagefolder":  # 48 samples over 10 class folders
+            assert sum(wait["class_counts"].values()) == 48
         share = metric(record, "data_wait_share")
         assert share is not None and isinstance(share["input_bound"], bool)
         per_rank = wait["sample_ids_per_rank"]
