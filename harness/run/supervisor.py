@@ -35,6 +35,10 @@ from harness.run.ranklogs import last_error_line, traceback_tail
 POLL_S = 0.2
 GRACE_S = 10.0
 TERM_WAIT_S = 5.0
+# How long a launcher may outlive ranks that all reported success. torchrun's agents wait up
+# to 300 s in an exit barrier for the other nodes' agents, and an agent whose rank aborted
+# while tearing gloo down after its success never arrives there.
+LAUNCHER_EXIT_S = 30.0
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -77,6 +81,7 @@ class Supervisor:
         self.run_dir = RunDir.create(run_id)
         self.procs: list[tuple[subprocess.Popen[bytes], int | None]] = []
         self.started = 0.0
+        self.succeeded_at: float | None = None
         self.losses = LossBook(spec, self.run_dir)
 
     def run(self) -> list[dict[str, Any]] | None:
@@ -199,7 +204,7 @@ class Supervisor:
             killed = self._launcher_failure() if reads_reports else None
             if killed is not None:
                 note(-1, killed, killed)
-            if not running:
+            if not running or (not failures and self._lingering(states)):
                 break
             if failures and (time.time() - min(f[1] for f in failures) > GRACE_S
                              or any(f[2] == hung for f in failures)):
@@ -233,6 +238,19 @@ class Supervisor:
                             for r in local):
             return False
         return 0 not in self._local_ranks() or self.run_dir.has_results() or self.losses.active
+
+    def _lingering(self, states: dict[int, RankState]) -> bool:
+        """The measurement is complete (every local rank succeeded, node 0 has the results)
+        and the launcher has still not exited LAUNCHER_EXIT_S later: it is stopped, not
+        waited for."""
+        if not states or any(s.status != "success" for s in states.values()) \
+                or not self._all_ranks_succeeded():
+            self.succeeded_at = None
+            return False
+        now = time.monotonic()
+        if self.succeeded_at is None:
+            self.succeeded_at = now
+        return now - self.succeeded_at > LAUNCHER_EXIT_S
 
     def _launcher_failure(self) -> str | None:
         """The rank that the launcher's own output says a signal killed, as a failure."""

@@ -194,6 +194,12 @@ def kill_tree(proc: subprocess.Popen[str], wait_s: float = 5.0) -> None:
             proc.wait(timeout=wait_s)
 
 
+def _text(output: str | bytes | None) -> str:
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
+
+
 def two_nodes(pair: NetnsPair, argv: Sequence[str], env: Mapping[str, str],
               out_a: Path, out_b: Path, cwd: Path, timeout: float,
               extra_a: Sequence[str] = ()) -> tuple[subprocess.CompletedProcess[str],
@@ -201,15 +207,19 @@ def two_nodes(pair: NetnsPair, argv: Sequence[str], env: Mapping[str, str],
     """`argv --node-rank 1 --out out_b` in namespace b (in the background, its output in a log
     under cwd), then `argv --node-rank 0 --out out_a extra_a` in namespace a; both waited for,
     node 1 killed if it outlives node 0 by `timeout`. subprocess.TimeoutExpired (its output:
-    node 1's log) when either does not finish in time."""
+    node 1's log; its stderr: node 0's output) when either does not finish in time."""
     log_b = cwd / f"node1-{time.monotonic_ns()}.log"
     started = time.monotonic()
     with open(log_b, "w") as sink:
         node1 = pair.popen(pair.b, [*argv, "--node-rank", "1", "--out", str(out_b)], env,
                            cwd=cwd, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        node0 = pair.run(pair.a, [*argv, "--node-rank", "0", "--out", str(out_a), *extra_a],
-                         env, timeout=timeout, cwd=cwd)
+        try:
+            node0 = pair.run(pair.a, [*argv, "--node-rank", "0", "--out", str(out_a), *extra_a],
+                             env, timeout=timeout, cwd=cwd)
+        except subprocess.TimeoutExpired as late:  # node 0 late: say what both printed
+            raise subprocess.TimeoutExpired(late.cmd, timeout, log_b.read_text()[-3000:],
+                                            _text(late.output) + _text(late.stderr)) from None
         remaining = max(10.0, timeout - (time.monotonic() - started))
         try:
             node1.wait(timeout=remaining)
