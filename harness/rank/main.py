@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         tolerant = tolerates_loss(spec)
         if tolerant:
             os.environ[LOST_DIR_VAR] = str(run_dir.path)  # where servers learn of lost workers
-        # Only a backend the counting wrapper wraps counts: a meter beside NCCL would record
-        # a zero for every step (harness/run/collect.py notes why nothing was counted).
+        # Only a backend the counting wrapper wraps counts (gloo, MPI, NCCL): a meter beside
+        # any other would record a zero for every step (harness/run/collect.py notes why).
         meter = CommMeter() if spec.kind == "train" and spec.comm in COUNTED_BACKENDS \
             else None
         device = bind_device(spec, who)

@@ -102,8 +102,9 @@ def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
     notes["device_name"] = lead.device_name
     if spec.distributed and spec.comm not in COUNTED_BACKENDS:
         notes["comm_bytes_unavailable"] = (
-            f"{spec.comm} traffic is not counted: the counting process group wraps gloo and "
-            "MPI only; the strategy's analytic volume is what dtbench predict uses")
+            f"{spec.comm} traffic is not counted: the counting process group wraps "
+            f"{', '.join(COUNTED_BACKENDS)} only; the strategy's analytic volume is what "
+            "dtbench predict uses")
     absent = energy_absent_reason(context)
     if absent:
         notes["energy_unavailable"] = absent

@@ -1,5 +1,5 @@
-"""Bytes counted where they are sent: a process group that wraps the real one (gloo, or the MPI
-group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank makes,
+"""Bytes counted where they are sent: a process group that wraps the real one (gloo, NCCL, or
+the MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank makes,
 whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's functional
 collectives, pipelining's send/recv, a parameter server's own messages.
 
@@ -31,7 +31,9 @@ DEFAULT_KINDS = {"allreduce": "gradient", "reducescatter": "gradient", "allgathe
                  "send": "activation", "recv": "activation", "broadcast": "control",
                  "scatter": "control", "gather": "control", "reduce": "control",
                  "alltoall": "activation", "barrier": "control"}
-COUNTED_BACKENDS = {"gloo": "dtbench_gloo", "mpi": "dtbench_mpi"}
+COUNTED_BACKENDS = {"gloo": "dtbench_gloo", "mpi": "dtbench_mpi", "nccl": "dtbench_nccl"}
+# The tensors each wrapped backend takes (NCCL's are on the GPU).
+COUNTED_DEVICES = {"gloo": ("cpu",), "mpi": ("cpu",), "nccl": ("cuda",)}
 
 
 @dataclass
@@ -137,6 +139,12 @@ class CountingProcessGroup(dist.ProcessGroup):
         self._meter = meter
         self._backend_name = backend_name
         self._group_name = ""
+        if comm == "nccl" and isinstance(inner, torch._C._distributed_c10d.Backend):
+            # torch finds a group's devices, its eager NCCL connection and the devices of its
+            # object collectives (the ranks' results) through the backends registered on it.
+            for device in COUNTED_DEVICES[comm]:
+                self._register_backend(torch.device(device),
+                                       dist.ProcessGroup.BackendType.CUSTOM, inner)
 
     # -- identity (DeviceMesh and functional collectives look the group up by name) -----------
     def rank(self) -> int:
@@ -257,6 +265,12 @@ class CountingProcessGroup(dist.ProcessGroup):
         return self._call(("gather",), outputs, inputs, opts)
 
     def barrier(self, opts: Any = None) -> dist.Work:
+        if self._comm == "nccl":
+            # NCCL's barrier is an allreduce on a device: this rank's, not one it guesses
+            # from its rank.
+            opts = opts if opts is not None else dist.BarrierOptions()
+            if not opts.device_ids:
+                opts.device_ids = [torch.cuda.current_device()]
         return self._call(("barrier",), opts)
 
     # -- point to point -----------------------------------------------------------------------
@@ -301,7 +315,7 @@ _TARGET = _Target()
 
 
 def register_counted_backend(comm: str, meter: CommMeter) -> str:
-    """Register (once per process) a counted backend for `comm` ("gloo" or "mpi") whose
+    """Register (once per process) a counted backend for `comm` (gloo, MPI or NCCL) whose
     groups wrap the real ones and count into `meter`; returns the backend name to
     initialise the process group with."""
     name = COUNTED_BACKENDS[comm]
@@ -311,17 +325,37 @@ def register_counted_backend(comm: str, meter: CommMeter) -> str:
 
     def create(options: Any, backend_options: Any = None) -> CountingProcessGroup:
         target = _TARGET.meter if _TARGET.meter is not None else CommMeter()
-        if comm == "gloo":
-            from torch.distributed import ProcessGroupGloo
+        return CountingProcessGroup(INNER_GROUPS[comm](options, backend_options),
+                                    options.group_rank, options.group_size, target, name, comm)
 
-            inner: Any = ProcessGroupGloo(options.store, options.group_rank, options.group_size,
-                                          options.timeout)
-        else:
-            from backends.mpi_pg import _create_mpi_pg
-
-            inner = _create_mpi_pg(options, backend_options)
-        return CountingProcessGroup(inner, options.group_rank, options.group_size, target, name,
-                                    comm)
-
-    dist.Backend.register_backend(name, create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend(name, create, extended_api=True,
+                                  devices=list(COUNTED_DEVICES[comm]))
     return name
+
+
+def _gloo_group(options: Any, backend_options: Any) -> Any:
+    from torch.distributed import ProcessGroupGloo
+
+    return ProcessGroupGloo(options.store, options.group_rank, options.group_size,
+                            options.timeout)
+
+
+def _mpi_group(options: Any, backend_options: Any) -> Any:
+    from backends.mpi_pg import _create_mpi_pg
+
+    return _create_mpi_pg(options, backend_options)
+
+
+def _nccl_group(options: Any, backend_options: Any) -> Any:
+    """torch's own NCCL process group with the job's timeout (its watchdog's) and any options
+    the caller gave; the wrapper only counts, NCCL runs every call on its own streams."""
+    from torch.distributed import ProcessGroupNCCL
+
+    nccl_options = backend_options if isinstance(backend_options, ProcessGroupNCCL.Options) \
+        else ProcessGroupNCCL.Options()
+    nccl_options._timeout = options.timeout
+    return ProcessGroupNCCL(options.store, options.group_rank, options.group_size, nccl_options)
+
+
+# How each counted backend makes the group it wraps, from torch's backend options.
+INNER_GROUPS = {"gloo": _gloo_group, "mpi": _mpi_group, "nccl": _nccl_group}

@@ -102,9 +102,10 @@ def test_every_synchronize_names_its_device() -> None:
     assert found == {}
 
 
-def test_an_nccl_run_records_no_zero_bytes_but_says_why(tmp_path: Path) -> None:
-    """NCCL has no counting wrapper: its records carry no comm_bytes of zeros beside a
-    non-zero analytic volume, and say that the traffic was not counted."""
+def test_an_nccl_run_records_its_counted_bytes_as_the_ring_formulas(tmp_path: Path) -> None:
+    """NCCL goes through the counting wrapper like gloo and MPI: its record carries the bytes
+    the ranks counted, and says that NCCL's wire volumes are the ring formulas, not verified
+    at a socket (no GPU has run them)."""
     from harness.core.spec import RunSpec
     from harness.records.rundir import RankResult
     from harness.records.store import Store
@@ -112,12 +113,15 @@ def test_an_nccl_run_records_no_zero_bytes_but_says_why(tmp_path: Path) -> None:
 
     spec = RunSpec(workload="hep_cnn", size="tiny", backend="cuda", comm="nccl",
                    nproc_per_node=2, batch_per_rank=4, steps=3, warmup=1)
+    step = {"gradient": 1000, "parameter": 0, "activation": 0, "control": 8}
     ranks = [RankResult(rank=r, world_size=2, device_name="GPU", settings={},
-                        step_times=[0.01, 0.011, 0.012], losses=[1.0, 0.9, 0.8])
+                        step_times=[0.01, 0.011, 0.012], losses=[1.0, 0.9, 0.8],
+                        comm_bytes=[step] * 3, comm_payload=[1000] * 3)
              for r in range(2)]
     collected = collect_run(spec, ranks, None, Store(tmp_path / "store"))
-    assert not any(m.name.startswith("comm_bytes") for m in collected.metrics)
-    assert "not counted" in collected.notes["comm_bytes_unavailable"]
+    counted = {m.name: m for m in collected.metrics}["comm_bytes"]
+    assert counted.value == 1008 and counted.extra["wire_formula_verified"] is False
+    assert "comm_bytes_unavailable" not in collected.notes
     gloo = collect_run(spec.replace(backend="cpu", comm="gloo"), ranks, None,
                        Store(tmp_path / "store"))
-    assert "comm_bytes_unavailable" not in gloo.notes
+    assert {m.name: m for m in gloo.metrics}["comm_bytes"].extra["wire_formula_verified"]
