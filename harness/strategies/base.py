@@ -17,11 +17,10 @@ with the run's Recipe.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -30,6 +29,7 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
+from harness.strategies.clock import PhaseClock
 from harness.strategies.meter import CommMeter
 from harness.strategies.options import Option
 
@@ -57,29 +57,6 @@ class Recipe:
         (DDP, FSDP2) build it uncompiled and compile the wrapper, as PyTorch's DDP notes do:
         compiled inside DDP, the backward is one graph and DDP's buckets cannot overlap it."""
         return torch.compile(model) if self.compile else model  # type: ignore[return-value]
-
-
-@dataclass
-class PhaseClock:
-    """Seconds per phase of each step (forward, backward, wait, optimizer, ...)."""
-
-    steps: list[dict[str, float]] = field(default_factory=list)
-    _current: dict[str, float] = field(default_factory=dict)
-
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            self._current[name] = self._current.get(name, 0.0) + time.perf_counter() - started
-
-    def add(self, name: str, seconds: float) -> None:
-        self._current[name] = self._current.get(name, 0.0) + seconds
-
-    def end_step(self) -> None:
-        self.steps.append(self._current)
-        self._current = {}
 
 
 @dataclass
@@ -206,7 +183,7 @@ class Strategy(ABC):
         self.place = place
         self.recipe = recipe
         self.meter = meter
-        self.clock = PhaseClock()
+        self.clock = PhaseClock(place.device)
         self.straggler_factor = 1.0  # --straggler: set by the rank's trainer
         self.model: nn.Module | None = None
         self.optimizer: Any = None
@@ -222,9 +199,9 @@ class Strategy(ABC):
         factor = self.straggler_factor
         if factor <= 1.0:
             return
-        current = self.clock._current
-        compute = current.get("forward", 0.0) + current.get("backward", 0.0)
-        delay = (factor - 1.0) * compute
+        # On a GPU so_far waits for the step's compute to finish: the device then stays idle
+        # for the delay, since nothing is queued behind it.
+        delay = (factor - 1.0) * self.clock.so_far("forward", "backward")
         time.sleep(delay)
         self.clock.add("straggler_delay", delay)
 

@@ -1,7 +1,7 @@
 """Bytes counted where they are sent: a process group that wraps the real one (gloo, NCCL, or
-the MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a rank makes,
-whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's functional
-collectives, pipelining's send/recv, a parameter server's own messages.
+the MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a
+rank makes, whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's
+functional collectives, pipelining's send/recv, a parameter server's own messages.
 
 For each call the wrapper keeps two figures: the payload (the bytes of the tensors the caller
 handed to the collective, measured here) and the bytes this rank puts on the wire, which follow

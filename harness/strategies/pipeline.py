@@ -167,12 +167,12 @@ class Pipeline(Strategy):
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.first else ()
         kwargs: dict[str, Any] = {"target": targets, "losses": losses} if self.last else {}
-        before = sum(clock._current.get(p, 0.0) for p in ("forward", "backward"))
+        before = clock.so_far("forward", "backward")
         started = time.perf_counter()
         with self._kind("activation"), recipe.autocast():
             self.schedule.step(*args, **kwargs)
         span = time.perf_counter() - started
-        busy = sum(clock._current.get(p, 0.0) for p in ("forward", "backward")) - before
+        busy = clock.so_far("forward", "backward") - before
         self.spans.append(span)
         self.busy.append(busy)
         clock.add("wait", max(0.0, span - busy))

@@ -86,8 +86,13 @@ def test_nccl_gets_the_device_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
 def _bare_synchronize_calls(path: Path) -> list[int]:
     lines = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        # torch.cuda.synchronize() / cuda.synchronize(); an event's synchronize() waits for
+        # that event, on the device it was recorded on.
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "synchronize" and not node.args and not node.keywords:
+                and node.func.attr == "synchronize" and not node.args and not node.keywords \
+                and ((isinstance(node.func.value, ast.Attribute)
+                      and node.func.value.attr == "cuda")
+                     or (isinstance(node.func.value, ast.Name) and node.func.value.id == "cuda")):
             lines.append(node.lineno)
     return lines
 

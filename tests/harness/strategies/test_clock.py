@@ -1,0 +1,98 @@
+"""Phase times on the host and on a GPU. The GPU is played by events on a fake device clock that
+the test advances as kernels would run: launches return at once, the device's time moves on
+its own, which is exactly where host timing goes wrong."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from harness.strategies import base
+from harness.strategies.clock import PhaseClock
+
+
+class FakeDevice:
+    """A device's timeline: `run(s)` queues s seconds of work; events mark the queue's end."""
+
+    def __init__(self) -> None:
+        self.queued_until = 0.0
+        self.synchronized: list[float] = []
+
+    def run(self, seconds: float) -> None:
+        self.queued_until += seconds
+
+    def event_class(self) -> type:
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                self.at: float | None = None
+                self.waited = False
+
+            def record(self, stream: Any = None) -> None:
+                self.at = device.queued_until
+
+            def synchronize(self) -> None:
+                self.waited = True
+                device.synchronized.append(self.at or 0.0)
+
+            def elapsed_time(self, end: Any) -> float:
+                assert self.at is not None and end.at is not None and end.waited
+                return (end.at - self.at) * 1000.0  # milliseconds, as CUDA events give
+
+        return Event
+
+
+@pytest.fixture
+def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
+    fake = FakeDevice()
+    monkeypatch.setattr(torch.cuda, "Event", fake.event_class())
+    return fake
+
+
+def test_a_gpu_phase_is_the_devices_time_not_the_launch(device: FakeDevice) -> None:
+    clock = PhaseClock(torch.device("cuda", 1))
+    with clock.phase("forward"):
+        device.run(0.25)  # launched in no host time
+    with clock.phase("backward"):
+        device.run(0.5)
+    with clock.phase("forward"):  # a second forward (pipelines run several) adds up
+        device.run(0.125)
+    clock.add("wait", 0.01)  # host-measured figures still add
+    assert device.synchronized == []  # nothing waited for until a figure is needed
+    clock.end_step()
+    assert clock.steps == [{"forward": 0.375, "backward": 0.5, "wait": 0.01}]
+    assert device.synchronized  # the step's end waited for the device
+
+
+def test_a_host_phase_is_wall_time() -> None:
+    clock = PhaseClock(torch.device("cpu"))
+    with clock.phase("forward"):
+        time.sleep(0.02)
+    clock.end_step()
+    assert not clock.on_device and clock.steps[0]["forward"] >= 0.02
+
+
+def test_a_gpu_straggler_waits_for_the_device_then_idles_it(
+        device: FakeDevice, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delay is (factor - 1) x the device's compute, slept after the device finished that
+    compute, so the device has nothing queued while the rank sleeps."""
+    slept: list[tuple[float, int]] = []
+    monkeypatch.setattr(base.time, "sleep",
+                        lambda s: slept.append((s, len(device.synchronized))))
+    clock = PhaseClock(torch.device("cuda", 0))
+    rank = SimpleNamespace(clock=clock, straggler_factor=1.5)
+    with clock.phase("forward"):
+        device.run(0.2)
+    with clock.phase("backward"):
+        device.run(0.4)
+    base.Strategy.straggle(rank)  # type: ignore[arg-type]
+    (delay, synchronized_before), = slept
+    assert delay == pytest.approx(0.3) and synchronized_before > 0
+    clock.end_step()
+    assert clock.steps[0]["straggler_delay"] == pytest.approx(0.3)
+    assert clock.steps[0]["forward"] == pytest.approx(0.2)
