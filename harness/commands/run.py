@@ -102,7 +102,8 @@ def launch_options(args: argparse.Namespace) -> LaunchOptions:
     return LaunchOptions(node_rank=args.node_rank or 0,
                          master_addr=args.master_addr,
                          master_port=args.master_port or 0, hostfile=hostfile,
-                         rank_timeout=float(args.rank_timeout))
+                         rank_timeout=float(args.rank_timeout),
+                         comm_timeout=float(args.comm_timeout))
 
 
 def command(args: argparse.Namespace) -> int:

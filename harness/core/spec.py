@@ -87,6 +87,9 @@ RUN_FIELDS: tuple[RunField, ...] = (
              key_default="none"),
     RunField("rank_timeout", ("--rank-timeout",), type=positive_int, default=120, launch=True,
              help="seconds without progress before a rank counts as hung (default 120)"),
+    RunField("comm_timeout", ("--comm-timeout",), type=positive_int, default=600, launch=True,
+             help="seconds an NCCL collective may wait before NCCL's watchdog aborts the rank "
+                  "(default 600, torch's); gloo and MPI ranks wait --rank-timeout"),
     RunField("precision", ("--precision",), choices=PRECISIONS, suite=str, multi=5, store=True,
              baseline=True, report=6),
     RunField("size", ("--size",), choices=SIZES, suite=str, multi=2, store=True, baseline=True,
@@ -285,6 +288,7 @@ class LaunchOptions:
     master_port: int = 0
     hostfile: str | None = None
     rank_timeout: float = 120.0
+    comm_timeout: float = 600.0
 
 
 @dataclass(frozen=True)

@@ -51,11 +51,16 @@ def bind_device(spec: Any, who: RankIdentity) -> Any:
 
 
 def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
-              meter: CommMeter | None = None, device: Any = None) -> None:
+              meter: CommMeter | None = None, device: Any = None,
+              nccl_timeout_s: float | None = None) -> None:
     """Join the job's process group over the spec's communication backend; with a meter,
-    through the counting wrapper of harness/strategies/meter.py (gloo and MPI). NCCL gets
-    the rank's device (`device_id`): its communicator is then created for that GPU."""
-    timeout = dt.timedelta(seconds=timeout_s)
+    through the counting wrapper of harness/strategies/meter.py. NCCL gets the rank's device
+    (`device_id`): its communicator is then created for that GPU; and its own timeout (its
+    watchdog's, `nccl_timeout_s`), apart from the rendezvous' and gloo's (`timeout_s`, the
+    rank timeout)."""
+    store_timeout = dt.timedelta(seconds=timeout_s)
+    timeout = dt.timedelta(seconds=nccl_timeout_s) \
+        if spec.comm == "nccl" and nccl_timeout_s is not None else store_timeout
     backend = spec.comm
     if meter is not None and spec.comm in COUNTED_BACKENDS:
         backend = register_counted_backend(spec.comm, meter)
@@ -73,7 +78,7 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
         dist.init_process_group(backend=backend, init_method="env://", rank=who.rank,
                                 world_size=who.world_size, timeout=timeout, **bound)
         return
-    dist.init_process_group(backend=backend, store=rendezvous_store(who, timeout),
+    dist.init_process_group(backend=backend, store=rendezvous_store(who, store_timeout),
                             rank=who.rank, world_size=who.world_size, timeout=timeout,
                             **bound)
 

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-dir", required=True, help="the run directory of the supervisor")
     parser.add_argument("--log", default=None, help="MLPerf log file (time-to-train)")
     parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--comm-timeout", type=float, default=600.0,
+                        help="NCCL's watchdog timeout (the process group's, for NCCL only)")
     args = parser.parse_args(argv)
 
     import torch
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             else None
         device = bind_device(spec, who)
         if spec.comm != "none":
-            init_comm(spec, who, args.timeout, meter, device)
+            init_comm(spec, who, args.timeout, meter, device, args.comm_timeout)
         reporter.heartbeat("init", 0, 0, force=True)
         report: RankReport
         if spec.kind == "comm":

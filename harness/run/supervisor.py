@@ -7,6 +7,7 @@ the rank and the cause.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import socket
@@ -88,7 +89,8 @@ class Supervisor:
         """Every rank's report (on node 0); None on other nodes, which write no record."""
         try:
             rank_args = ["--run-dir", str(self.run_dir.path),
-                         "--timeout", str(self.launch.rank_timeout)]
+                         "--timeout", str(self.launch.rank_timeout),
+                         "--comm-timeout", str(self.launch.comm_timeout)]
             if self.log_path is not None and getattr(self.spec, "mode", None) == "ttt":
                 rank_args += ["--log", str(self.log_path)]
             env = self._environment()
@@ -114,8 +116,8 @@ class Supervisor:
             # first node; torchrun and local ranks start here).
             address = socket.gethostname() if self.spec.nnodes > 1 else "127.0.0.1"
         port = self.launch.master_port or free_port(address or "127.0.0.1")
-        self.launch = LaunchOptions(self.launch.node_rank, address or "127.0.0.1", port,
-                                    self.launch.hostfile, self.launch.rank_timeout)
+        self.launch = dataclasses.replace(self.launch, master_addr=address or "127.0.0.1",
+                                          master_port=port)
         env.update({"MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1",
                     **spec_environment(self.spec, self.run_id)})
         if address is not None:

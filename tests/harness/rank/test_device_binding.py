@@ -68,19 +68,26 @@ def test_the_trainers_device_is_the_bound_one(gpus: SimpleNamespace) -> None:
     assert gpus.current == [device, 3]
 
 
-def test_nccl_gets_the_device_at_init(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nccl_gets_the_device_and_its_own_watchdog_timeout_at_init(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendezvous waits the rank timeout; NCCL's watchdog its own --comm-timeout; gloo's
+    group the rank timeout."""
     calls: list[dict[str, Any]] = []
+    stores: list[float] = []
     monkeypatch.setattr(environment.dist, "init_process_group",
                         lambda **kwargs: calls.append(kwargs))
-    monkeypatch.setattr(environment, "rendezvous_store", lambda who, timeout: "store")
+    monkeypatch.setattr(environment, "rendezvous_store",
+                        lambda who, timeout: stores.append(timeout.total_seconds()) or "store")
     monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
     who = identity_from_env(LAUNCHERS["torchrun"])
     gpu = torch.device("cuda", 1)
-    init_comm(SimpleNamespace(comm="nccl"), who, 60, None, gpu)
-    init_comm(SimpleNamespace(comm="gloo"), who, 60, None, None)
+    init_comm(SimpleNamespace(comm="nccl"), who, 60, None, gpu, 900)
+    init_comm(SimpleNamespace(comm="gloo"), who, 60, None, None, 900)
     assert calls[0]["device_id"] == gpu and calls[0]["backend"] == "nccl"
     assert "device_id" not in calls[1]
+    assert [c["timeout"].total_seconds() for c in calls] == [900, 60]
+    assert stores == [60, 60]
 
 
 def _bare_synchronize_calls(path: Path) -> list[int]:

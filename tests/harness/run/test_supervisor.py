@@ -33,10 +33,14 @@ def _supervise(monkeypatch: pytest.MonkeyPatch, status: str,
                error: str | None = None) -> tuple[Supervisor, Any]:
     monkeypatch.setattr(supervisor_module, "LAUNCHER_EXIT_S", 1.0)
     monkeypatch.setattr(supervisor_module, "GRACE_S", 1.0)
-    supervisor = Supervisor(SPEC, LaunchOptions(rank_timeout=60.0), "run-lingers")
+    supervisor = Supervisor(SPEC, LaunchOptions(rank_timeout=60.0, comm_timeout=900.0),
+                            "run-lingers")
 
     def commands(spec: RunSpec, launch: LaunchOptions, rank_args: list[str],
                  forward: Sequence[str]) -> list[LaunchCommand]:
+        # Every rank learns both timeouts: the rank timeout and NCCL's watchdog's.
+        assert rank_args[rank_args.index("--timeout") + 1] == "60.0"
+        assert rank_args[rank_args.index("--comm-timeout") + 1] == "900.0"
         script = LINGERING.replace("STATUS", repr(status)).replace("ERROR", repr(error))
         return [LaunchCommand([sys.executable, "-c", script, *rank_args], {})]
 
