@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=non_negative_int, default=5)
     parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
     parser.add_argument("--rank-timeout", type=positive_int, default=120)
+    parser.add_argument("--comm-timeout", type=positive_int, default=600,
+                        help="NCCL's watchdog timeout (s)")
     parser.add_argument("--out", default="results")
     parser.add_argument("--oversubscribe", action="store_true",
                         help="run even when ranks x threads exceed 4x the usable cores")
