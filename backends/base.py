@@ -57,6 +57,9 @@ class ComputeBackend(ABC):
 
     name: ClassVar[str]
     precisions: ClassVar[tuple[str, ...]]
+    # Whether the launching process measures the device only in a child process of its own
+    # (a GPU touched from it would keep a context and cached memory while the ranks run).
+    probes_in_own_process: ClassVar[bool] = False
 
     @classmethod
     @abstractmethod
@@ -129,6 +132,10 @@ class ComputeBackend(ABC):
 
     def energy_unavailable_reason(self) -> str:
         return "no energy counter on this backend"
+
+    def clocks(self, device: torch.device) -> dict[str, Any] | None:
+        """The device's clocks now and what limits them, where the backend can read them."""
+        return None
 
     def device_name(self, device: torch.device) -> str:
         return device.type

@@ -78,6 +78,8 @@ class CUDABackend(ComputeBackend):
     name = "cuda"
     precisions = ("fp32", "bf16", "fp16")
 
+    probes_in_own_process = True
+
     def __init__(self, local_rank: int | None = None) -> None:
         """local_rank picks the GPU configure() makes current; defaults to $LOCAL_RANK, else 0."""
         if local_rank is None:
@@ -170,6 +172,11 @@ class CUDABackend(ComputeBackend):
             return self._energy_reason
         reason = nvml.nvml_availability().reason
         return reason or "NVML energy counter not opened yet (call energy_meter first)"
+
+    def clocks(self, device: torch.device) -> dict[str, Any] | None:
+        """SM and memory clocks, the maximum SM clock and NVML's reasons for running below it
+        (power cap, thermal slowdown, ...), temperature and power."""
+        return nvml.device_clocks(index=device.index or 0, uuid=_nvml_uuid(device))
 
     def device_name(self, device: torch.device) -> str:
         return torch.cuda.get_device_name(device)

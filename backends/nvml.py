@@ -239,3 +239,48 @@ class NVMLSampler:
             except nv.NVMLError as err:
                 self._util_supported = False
                 self._note(f"utilisation: {_describe(nv, err)}")
+
+
+# NVML's clock event ("throttle") reasons by name, in the bit order NVML defines them.
+CLOCK_REASONS = ("GpuIdle", "ApplicationsClocksSetting", "SwPowerCap", "HwSlowdown", "SyncBoost",
+                 "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown",
+                 "DisplayClockSetting")
+
+
+def clock_reasons(nv: ModuleType, mask: int) -> list[str]:
+    """The names of the reasons set in NVML's clock event mask."""
+    names = []
+    for name in CLOCK_REASONS:
+        bit = getattr(nv, f"nvmlClocksEventReason{name}",
+                      getattr(nv, f"nvmlClocksThrottleReason{name}", None))
+        if isinstance(bit, int) and mask & bit:
+            names.append(name)
+    return names
+
+
+def device_clocks(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
+    """The GPU's clocks as they are now, beside what limits them: SM and memory clocks and
+    the maximum SM clock (MHz), the reasons NVML gives for clocks below it, temperature (°C)
+    and board power (W). {"unavailable": reason} where NVML cannot answer."""
+    try:
+        with nvml_session() as nv:
+            handle = _handle(nv, index, uuid)
+            reasons_query = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons",
+                                    getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons",
+                                            None))
+            mask = _optional(nv, reasons_query, handle) if reasons_query else None
+            power = _optional(nv, nv.nvmlDeviceGetPowerUsage, handle)
+            return {
+                "sm_clock_mhz": _optional(nv, nv.nvmlDeviceGetClockInfo, handle,
+                                          nv.NVML_CLOCK_SM),
+                "memory_clock_mhz": _optional(nv, nv.nvmlDeviceGetClockInfo, handle,
+                                              nv.NVML_CLOCK_MEM),
+                "max_sm_clock_mhz": _optional(nv, nv.nvmlDeviceGetMaxClockInfo, handle,
+                                              nv.NVML_CLOCK_SM),
+                "clock_reasons": clock_reasons(nv, int(mask)) if mask is not None else None,
+                "temperature_c": _optional(nv, nv.nvmlDeviceGetTemperature, handle,
+                                           nv.NVML_TEMPERATURE_GPU),
+                "power_w": power / 1000.0 if power is not None else None,
+            }
+    except NVMLUnavailable as why:
+        return {"unavailable": str(why)}

@@ -57,12 +57,18 @@ def _cached_peak(context: CollectContext) -> tuple[float, dict[str, Any]] | None
         return None
     devices = context.spec.nnodes * (context.spec.nproc_per_node
                                      if context.spec.backend == "cuda" else 1)
-    return peak.flops * devices, {
+    extra: dict[str, Any] = {
         "peak_source": "cached", "per_device": peak.flops, "devices": devices,
         "precision": peak.precision, "threads": peak.threads, "measured_at": peak.measured_at,
         "per_size": peak.per_size, "memory_bandwidth": peak.memory_bandwidth,
         "method": "best per-size median of square GEMMs, the highest measured on this "
                   "hardware so far (dtbench peak)"}
+    if peak.sustained_s is not None:
+        extra.update(method=f"the best GEMM size held for {peak.sustained_s:.0f} s, median rate "
+                            "of its last half (a GPU's burst runs at clocks it cannot keep)",
+                     burst_flops=peak.burst_flops, sustained_s=peak.sustained_s,
+                     clocks=peak.clocks)
+    return peak.flops * devices, extra
 
 
 @collector("mfu", stage=2)

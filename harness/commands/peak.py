@@ -38,9 +38,26 @@ def command(args: argparse.Namespace) -> int:
     print(f"{backend} {result.device_name} {args.precision}, {result.threads} threads")
     for size, flops in result.per_size.items():
         print(f"  {size:>12}: {flops / 1e9:8.1f} GFLOP/s (median)")
+    if result.burst_flops is not None:
+        print(f"  sustained  {result.flops / 1e9:8.1f} GFLOP/s over {result.sustained_s:.0f} s "
+              f"(burst {result.burst_flops / 1e9:.1f})")
+        print(f"  clocks     {clock_line(result.clocks)}")
     print(f"  peak now   {result.flops / 1e9:8.1f} GFLOP/s")
     print(f"  copy       {result.memory_bandwidth / 1e9:8.1f} GB/s")
     if best.flops > result.flops:
         print(f"  best so far {best.flops / 1e9:7.1f} GFLOP/s (measured {best.measured_at}; "
               "runs use the best)")
     return EXIT_OK
+
+
+def clock_line(clocks: dict | None) -> str:
+    """A device's clocks and what limits them, in one line."""
+    if not clocks:
+        return "not read"
+    if "unavailable" in clocks:
+        return f"unavailable: {clocks['unavailable']}"
+    reasons = clocks.get("clock_reasons")
+    return (f"SM {clocks.get('sm_clock_mhz')} of {clocks.get('max_sm_clock_mhz')} MHz, memory "
+            f"{clocks.get('memory_clock_mhz')} MHz, {clocks.get('temperature_c')} °C, "
+            f"{clocks.get('power_w')} W; limited by: "
+            f"{', '.join(reasons) if reasons else 'nothing reported'}")

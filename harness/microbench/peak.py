@@ -12,6 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,6 +42,12 @@ class PeakResult:
     per_size: dict[str, float]
     measured_at: str
     torch: str
+    # Where the GEMM rate was also held for SUSTAIN_S (GPUs): the per-size sweep's best
+    # (`burst_flops`), the seconds sustained, and the device's clocks and their limits read
+    # at the end of it. `flops` is then the sustained rate.
+    burst_flops: float | None = None
+    sustained_s: float | None = None
+    clocks: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,12 +86,38 @@ def _gemm_engines(n: int, device: torch.device, dtype: torch.dtype) -> dict[str,
     return engines
 
 
+# Seconds of back-to-back GEMMs at the best size before a GPU's rate is read: a burst of a
+# few milliseconds runs at boost clocks that power and thermal limits pull down within
+# seconds, and training runs for minutes. The rate is the median of the last half's windows.
+SUSTAIN_S = {"cuda": 10.0}
+SUSTAIN_WINDOW_S = 0.25
+
+
+def _sustained(gemm: Any, flops_per_call: float, call_s: float, backend: Any,
+               device: torch.device, seconds: float) -> float:
+    """FLOP/s of `gemm` run back to back for `seconds`, in windows of about
+    SUSTAIN_WINDOW_S each timed on the device; the median over the last half of them."""
+    per_window = max(1, round(SUSTAIN_WINDOW_S / max(call_s, 1e-9)))
+    timer = backend.timer(device)
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        timer.start()
+        for _ in range(per_window):
+            gemm()
+        timer.stop()
+    windows = timer.samples()
+    tail = windows[len(windows) // 2:] or windows
+    return per_window * flops_per_call / statistics.median(tail)
+
+
 def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
                  budget_s: float = 4.0, device: torch.device | None = None,
                  gemm_sizes: tuple[int, ...] | None = None,
-                 copy_bytes: int | None = None) -> PeakResult:
+                 copy_bytes: int | None = None, sustain_s: float | None = None) -> PeakResult:
     """Time square matmuls and a large copy on the backend's device, in this process (sizes
-    default to GEMM_SIZES and COPY_BYTES of the device type).
+    default to GEMM_SIZES and COPY_BYTES of the device type); then, for `sustain_s` (default
+    SUSTAIN_S of the device type, none for CPUs), the best size back to back, with the
+    device's clocks read at its end.
 
     Sizes grow until a size would not fit the engine's time budget: on a CPU without bf16
     instructions torch.mm in bf16 runs at about 1 GFLOP/s, where a 2048-cube takes 17 s a
@@ -111,6 +145,15 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
             spent[engine] = spent.get(engine, 0.0) + time.perf_counter() - started
             last_call[engine] = statistics.median(times)
             per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
+    burst = max(per_size.values())
+    sustain = SUSTAIN_S.get(device.type, 0.0) if sustain_s is None else sustain_s
+    sustained = clocks = None
+    if sustain > 0:
+        engine, _, size = max(per_size, key=per_size.__getitem__).rpartition(" ")
+        n = int(size)
+        sustained = _sustained(_gemm_engines(n, device, dtype)[engine], 2 * n**3,
+                               2 * n**3 / per_size[f"{engine} {n}"], backend, device, sustain)
+        clocks = backend.clocks(device)
     elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
@@ -119,9 +162,12 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
     bandwidth = 2 * src.numel() * src.element_size() / statistics.median(copy_times)
     return PeakResult(
         backend=backend_name, device_name=backend.device_name(device), precision=precision,
-        threads=int(settings.get("threads", threads)), flops=max(per_size.values()),
+        threads=int(settings.get("threads", threads)),
+        flops=sustained if sustained is not None else burst,
         memory_bandwidth=bandwidth, per_size=per_size,
-        measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__)
+        measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__,
+        burst_flops=burst if sustained is not None else None,
+        sustained_s=sustain if sustained is not None else None, clocks=clocks)
 
 
 IN_RUN_BUDGET_S = 0.3
@@ -141,7 +187,7 @@ def in_run_reading(backend_name: str, precision: str, threads: int, device: torc
     try:
         with torch.random.fork_rng(devices=devices):
             result = measure_peak(backend_name, precision, threads, reps=5,
-                                  budget_s=IN_RUN_BUDGET_S, device=device)
+                                  budget_s=IN_RUN_BUDGET_S, device=device, sustain_s=0.0)
     finally:
         torch.set_num_threads(threads_before)
     return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,
@@ -209,3 +255,34 @@ def peak_for(backend_name: str, device_name: str, precision: str, threads: int) 
     if found is None:
         found = store_peak(measure_peak(backend_name, precision, threads))
     return found
+
+
+def _device_peak(backend_name: str, precision: str, threads: int) -> PeakResult:
+    """The cached or newly measured peak of the backend's first device, in this process."""
+    from backends import COMPUTE_BACKENDS
+
+    backend = COMPUTE_BACKENDS.get(backend_name)()
+    return peak_for(backend_name, backend.device_name(backend.device(0)), precision, threads)
+
+
+def peak_in_own_process(backend_name: str, precision: str, threads: int,
+                        timeout_s: float = 900.0) -> PeakResult:
+    """_device_peak in a child process: a GPU measured (or only named) from the process that
+    launches the ranks would keep a CUDA context, and the probe's cached memory, on it while
+    they run. RuntimeError with the child's last words when it fails."""
+    root = str(Path(__file__).resolve().parents[2])
+    code = ("import json, sys; from harness.microbench.peak import _device_peak; "
+            "print(json.dumps(_device_peak(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
+            ".as_dict()))")
+    try:
+        done = subprocess.run([sys.executable, "-c", code, backend_name, precision,
+                               str(threads)], capture_output=True, text=True,
+                              timeout=timeout_s, cwd=root)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the {backend_name} peak probe took over {timeout_s:.0f} s") \
+            from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"the {backend_name} peak probe failed: {tail}")
+    return PeakResult(**json.loads(lines[-1]))

@@ -225,3 +225,30 @@ def test_sampler_start_twice_is_an_error(nvml: FakeNVML) -> None:
             sampler.start()
     finally:
         sampler.stop()
+
+
+def test_clocks_and_what_holds_them_down(nvml: FakeNVML, monkeypatch: pytest.MonkeyPatch
+                                         ) -> None:
+    """An H100 held to 1,755 of 1,980 MHz by its power cap and thermal slowdown, as NVML
+    reports it (the reasons are a bit mask)."""
+    from backends.nvml import device_clocks
+
+    clocks = {pynvml.NVML_CLOCK_SM: 1755, pynvml.NVML_CLOCK_MEM: 2619}
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetClockInfo", lambda handle, kind: clocks[kind])
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetMaxClockInfo", lambda handle, kind: 1980)
+    mask = pynvml.nvmlClocksThrottleReasonSwPowerCap \
+        | pynvml.nvmlClocksThrottleReasonSwThermalSlowdown
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", lambda handle: mask)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTemperature", lambda handle, sensor: 71)
+    assert device_clocks(uuid="GPU-5f3c6a1e-0000-1111-2222-333344445555") == {
+        "sm_clock_mhz": 1755, "memory_clock_mhz": 2619, "max_sm_clock_mhz": 1980,
+        "clock_reasons": ["SwPowerCap", "SwThermalSlowdown"], "temperature_c": 71,
+        "power_w": 250.0}
+    assert nvml.handles_by_uuid and nvml.inits == nvml.shutdowns
+
+
+def test_clocks_without_a_driver_say_why(nvml: FakeNVML) -> None:
+    from backends.nvml import device_clocks
+
+    nvml.init_error = pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    assert device_clocks() == {"unavailable": "libnvidia-ml.so.1 not found (no NVIDIA driver)"}
