@@ -23,12 +23,17 @@ from harness.records.store import (
     index_cells,
 )
 from harness.records.storeurl import redact, scrub
-from harness.records.summary import REAL_SUMMARY, SUMMARY_COLUMNS, summary_cells
+from harness.records.summary import (
+    INTEGER_SUMMARY,
+    REAL_SUMMARY,
+    SUMMARY_COLUMNS,
+    summary_cells,
+)
 
 TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
 # Columns holding integers; the others hold text (what the directory index holds there).
-INTEGER_COLUMNS = frozenset({"world_size", "code_dirty", *STAMP_COLUMNS})
+INTEGER_COLUMNS = frozenset({"world_size", *INTEGER_SUMMARY, *STAMP_COLUMNS})
 # An arbitrary constant: the advisory lock that serializes creating and upgrading the table.
 _SCHEMA_LOCK = 0x64746265
 # Connection failures that are the caller's to fix, not a server that is away.

@@ -1,6 +1,7 @@
 """What a store's index keeps of each record beside its spec, so that the commands that read a
 whole store (report, history, compare, publish) need not parse every record: the machine's
-label, the measured code (commit, branch, dirty) and the value of the headline metrics.
+label, the measured code (commit, branch, dirty), the busy and imprecise marks and the value
+of the headline metrics.
 
 A record parses at about 0.3 ms and validates at about 6 ms on the 2-core development machine:
 100,000 of them take minutes and some 4 GB as Python objects. From the index, a command
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core.machine_load import is_busy, is_imprecise
 from harness.records.machine import machine_label
 
 # metric -> (unit, higher is better): the metrics every whole-store view follows
@@ -31,8 +33,11 @@ METRIC_COLUMNS = tuple(f"m_{name}" for name in INDEXED_METRICS)
 # spec fields the index's spec columns lack, which whole-store views need
 SPEC_SUMMARY = ("task", "strategy")
 CODE_COLUMNS = ("machine", "code_commit", "code_branch", "code_dirty")
-SUMMARY_COLUMNS = (*SPEC_SUMMARY, *CODE_COLUMNS, *METRIC_COLUMNS)
-INTEGER_SUMMARY = frozenset({"code_dirty"})
+# the marks every table puts beside a status (harness/core/machine_load.marked_status): 1 when
+# the record was measured on a busy machine / missed its precision target
+MARK_COLUMNS = ("busy", "imprecise")
+SUMMARY_COLUMNS = (*SPEC_SUMMARY, *CODE_COLUMNS, *MARK_COLUMNS, *METRIC_COLUMNS)
+INTEGER_SUMMARY = frozenset({"code_dirty", *MARK_COLUMNS})
 REAL_SUMMARY = frozenset(METRIC_COLUMNS)
 TRAINING_TASKS = (None, "train")
 
@@ -64,7 +69,8 @@ def summary_cells(record: Mapping[str, Any]) -> dict[str, Any]:
         "machine": label_of(record),
         "code_commit": code.get("commit") if isinstance(code.get("commit"), str) else None,
         "code_branch": code.get("branch") if isinstance(code.get("branch"), str) else None,
-        "code_dirty": int(dirty) if isinstance(dirty, bool) else None}
+        "code_dirty": int(dirty) if isinstance(dirty, bool) else None,
+        "busy": int(is_busy(dict(record))), "imprecise": int(is_imprecise(dict(record)))}
     values = {entry.get("name"): entry.get("value") for entry in record.get("metrics") or []
               if isinstance(entry, Mapping)}
     for name, column in zip(INDEXED_METRICS, METRIC_COLUMNS, strict=True):
@@ -84,6 +90,9 @@ def summary_record(row: Mapping[str, Any], spec_columns: tuple[str, ...]) -> dic
         "machine": {"name": row.get("machine") or "unknown machine"},
         "code": {"commit": row.get("code_commit"), "branch": row.get("code_branch"),
                  "dirty": None if dirty is None else bool(dirty)},
+        # what marks its status: the reason stays in the record itself
+        "load": {"busy": True, "busy_reason": "see the record"} if row.get("busy") else {},
+        "notes": {"measurement": {"target_met": False}} if row.get("imprecise") else {},
         "metrics": [{"name": name, "unit": unit, "value": row[column],
                      "higher_is_better": higher}
                     for (name, (unit, higher)), column in zip(INDEXED_METRICS.items(),

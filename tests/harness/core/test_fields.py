@@ -92,8 +92,8 @@ def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
         "run_id", "path", "created_at", "status", "workload", "size", "backend", "comm",
         "launcher", "precision", "world_size", "mode", "spec_key", "suite"}
     assert set(SUMMARY_COLUMNS) == {
-        "task", "strategy", "machine", "code_commit", "code_branch", "code_dirty",
-        "m_throughput", "m_step_time", "m_mfu", "m_peak_memory", "m_time_to_train",
+        "task", "strategy", "machine", "code_commit", "code_branch", "code_dirty", "busy",
+        "imprecise", "m_throughput", "m_step_time", "m_mfu", "m_peak_memory", "m_time_to_train",
         "m_achieved_flops", "m_scaling_efficiency"}
     assert SPEC_FIELDS == ("workload", "size", "backend", "comm", "launcher", "precision",
                            "world_size", "nnodes", "threads", "batch_per_rank", "global_batch",

@@ -72,6 +72,28 @@ def test_summary_cells_say_what_the_record_says() -> None:
                                         if m["name"] == "step_time")
 
 
+def test_record_lists_from_the_index_keep_the_busy_and_imprecise_marks(tmp_path: Path
+                                                                       ) -> None:
+    """publish lists records from index rows: a busy machine's run and a run that missed its
+    precision target show their marks there as in tables built from the records."""
+    from harness.core.machine_load import marked_status
+    from harness.records.summary import summary_record
+
+    quiet = made("quiet", "c" * 40, "2026-11-01T00:00:00Z", 12.5)
+    marked = made("marked", "c" * 40, "2026-11-01T00:00:01Z", 12.5)
+    marked["load"] = {**(marked.get("load") or {}), "busy": True, "busy_reason": "2 loops"}
+    marked.setdefault("notes", {})["measurement"] = {"target_met": False}
+    store = Store(tmp_path / "store")
+    for record in (quiet, marked):
+        store.add(record)
+    rows = {row["run_id"]: row for row in store.summary_rows()}
+    assert (rows["quiet"]["busy"], rows["quiet"]["imprecise"]) == (0, 0)
+    assert (rows["marked"]["busy"], rows["marked"]["imprecise"]) == (1, 1)
+    shown = {run_id: marked_status(summary_record(row, ())) for run_id, row in rows.items()}
+    assert shown == {"quiet": "success", "marked": "success (busy, imprecise)"}
+    assert marked_status(marked) == shown["marked"]
+
+
 def test_latest_rows_keep_each_machines_newest_commit_and_every_other_task(store: Store
                                                                           ) -> None:
     rows = store.summary_rows()
