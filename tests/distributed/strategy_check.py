@@ -28,6 +28,9 @@ from harness.rank.trainer import Trainer  # noqa: E402
 from harness.strategies import STRATEGIES  # noqa: E402
 from harness.strategies.meter import CommMeter, register_counted_backend  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loopback  # noqa: E402 - beside this file
+
 STEPS = 3
 DONE = "strategy_check: every rank's part done"
 
@@ -66,22 +69,6 @@ def full_parameters(trainer: Trainer) -> list[list[float]]:
     return found
 
 
-# What the loopback adds to every packet it counts: its link header (14), IPv4 (20) and TCP
-# with timestamps (32). Many small messages (a pipeline's activations, a parameter server's
-# headers) or segments cut smaller on a busy machine made these up to 3% of the bytes.
-PACKET_HEADER = 14 + 20 + 32
-
-
-def lo_tx() -> int:
-    """Bytes the sockets sent on the loopback so far (inside a private network namespace: this
-    job's): the interface's bytes less each packet's headers."""
-    for line in Path("/proc/net/dev").read_text().splitlines():
-        if line.strip().startswith("lo:"):
-            fields = line.split(":")[1].split()
-            return int(fields[8]) - PACKET_HEADER * int(fields[9])
-    raise RuntimeError("no loopback interface in /proc/net/dev")
-
-
 def main() -> None:
     out, workload, *strategies = sys.argv[1:]
     wire = os.environ.get("CHECK_WIRE") == "1"
@@ -118,7 +105,7 @@ def main() -> None:
         meter.steps.clear()
         if wire:
             dist.barrier()
-            started = (lo_tx(), meter.total["wire"])
+            started = (loopback.mark(), meter.total["wire"])
         losses: list[float] = []
         parameters: list[list[float]] = []
         state: dict[str, int] = {}
@@ -147,7 +134,7 @@ def main() -> None:
             strategy.finish()  # a parameter server's workers say they are done
         if wire:
             dist.barrier()
-            ended = (lo_tx(), meter.total["wire"])
+            ended = (loopback.sent_since(started[0]), meter.total["wire"])
         counted: list[list[dict[str, float]]] = [[] for _ in range(world)]
         dist.all_gather_object(counted, meter.steps)
         if rank == 0:
@@ -159,7 +146,7 @@ def main() -> None:
             sent: list[float] = [0.0] * world
             dist.all_gather_object(sent, ended[1] - started[1])
             if rank == 0:
-                report[entry]["wire"] = {"counted": sum(sent), "measured": ended[0] - started[0]}
+                report[entry]["wire"] = {"counted": sum(sent), "measured": ended[0]}
     if rank == 0:
         Path(out).write_text(json.dumps(report))
     dist.barrier()
