@@ -302,12 +302,20 @@ class PostgresStore:
                     warnings.append(f"skipped {self.shown} run {run_id}: gone from the server")
 
     def record_texts(self, run_ids: list[str]) -> Iterator[tuple[str, str]]:
-        """(run_id, the record as JSON text) of each stored run among run_ids."""
-        for start in range(0, len(run_ids), 1000):
-            chunk = run_ids[start:start + 1000]
-            yield from self._run("reading records", lambda connection, chunk=chunk:
-                                 connection.execute(f"SELECT run_id, record::text FROM {TABLE} "
-                                                    "WHERE run_id = ANY(%s)", (chunk,)).fetchall())
+        """(run_id, the record as JSON text) of each stored run among run_ids, a thousand a
+        query over one connection (a connection each cost publish 2.8 s at 100,000 records:
+        every one authenticates anew)."""
+        psycopg = _psycopg()
+        connection = self._connect()
+        try:
+            for start in range(0, len(run_ids), 1000):
+                yield from connection.execute(
+                    f"SELECT run_id, record::text FROM {TABLE} WHERE run_id = ANY(%s)",
+                    (run_ids[start:start + 1000],)).fetchall()
+        except psycopg.Error as exc:
+            raise self._failure(exc, "reading records") from None
+        finally:
+            connection.close()
 
     def find_baseline(self, spec: Any) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
