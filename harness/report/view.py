@@ -5,6 +5,7 @@ read defensively here once, and the format modules never touch the raw dictionar
 """
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import unicodedata
@@ -219,7 +220,16 @@ class RecordView:
 
 
 def _typed(value: Any) -> tuple[int, float, str]:
-    """A sort key that orders numbers numerically and never compares a number with a string."""
+    """A sort key that orders numbers numerically and never compares a number with a string
+    (remembered per value: a fleet's 100,000 records repeat a few dozen spec values)."""
+    try:
+        return _typed_value(value)
+    except TypeError:  # a list or mapping where a record should hold a scalar
+        return _typed_value.__wrapped__(value)
+
+
+@functools.lru_cache(maxsize=4096, typed=True)  # True and 1 sort apart
+def _typed_value(value: Any) -> tuple[int, float, str]:
     if value is None:
         return (2, 0.0, "")
     as_number = number(value)
