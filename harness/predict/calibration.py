@@ -341,11 +341,8 @@ def compute_from_rate(flops_per_sample: float, rate: float) -> ComputeCalibratio
                               f"assumed {rate:.4g} FLOP/s per rank", assumed=True)
 
 
-def compute_from_curve(text: str, flag: str = "--compute-curve") -> ComputeCalibration:
-    """One device's throughput at one or more batches, 'BATCH:SAMPLES_PER_S,...' (published
-    single-device figures): step(b) = t0 + b·s fitted through the points (weighted least
-    squares as the link fits, t0 >= 0; one point gives t0 = 0), so that a smaller per-device
-    batch runs below the rate of a larger one."""
+def curve_points(text: str, flag: str = "--compute-curve") -> list[tuple[int, float]]:
+    """The (batch, samples/s) pairs of 'BATCH:SAMPLES_PER_S,...'; UsageError naming `flag`."""
     points = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         batch, sep, rate = part.partition(":")
@@ -359,6 +356,15 @@ def compute_from_curve(text: str, flag: str = "--compute-curve") -> ComputeCalib
         points.append((b, r))
     if not points:
         raise UsageError(f"{flag}: give BATCH:SAMPLES_PER_SECOND pairs")
+    return points
+
+
+def compute_from_curve(text: str, flag: str = "--compute-curve") -> ComputeCalibration:
+    """One device's throughput at one or more batches, 'BATCH:SAMPLES_PER_S,...' (published
+    single-device figures): step(b) = t0 + b·s fitted through the points (weighted least
+    squares as the link fits, t0 >= 0; one point gives t0 = 0), so that a smaller per-device
+    batch runs below the rate of a larger one."""
+    points = curve_points(text, flag)
     batches = sorted({b for b, _ in points})
     if len(batches) == 1:
         b = batches[0]

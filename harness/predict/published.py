@@ -106,8 +106,9 @@ def _curve(compute: dict[str, Any], model: str) -> str:
 
     ratio = workload_facts(like, "full").flops_per_sample / \
         workload_facts(model, "full").flops_per_sample
-    points = (part.split(":") for part in curve.split(","))
-    return ",".join(f"{batch}:{float(rate) * ratio:.6g}" for batch, rate in points)
+    from harness.predict.calibration import curve_points
+
+    return ",".join(f"{batch}:{rate * ratio:.6g}" for batch, rate in curve_points(curve))
 
 
 def predict_row(row: dict[str, Any]) -> PublishedRow:
