@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,21 +107,21 @@ def load_between(before: CpuSample | None, after: CpuSample | None,
             "busy": bool(reasons), "busy_reason": "; ".join(reasons) or None}
 
 
-def is_busy(record: dict[str, Any]) -> bool:
+def is_busy(record: Mapping[str, Any]) -> bool:
     """Whether a record says its machine was busy while it measured (records from before
     `load` say nothing, and are not marked)."""
     load = record.get("load")
     return isinstance(load, dict) and load.get("busy") is True
 
 
-def is_imprecise(record: dict[str, Any]) -> bool:
+def is_imprecise(record: Mapping[str, Any]) -> bool:
     """Whether a record says its figure missed its precision target (notes.measurement)."""
     notes = record.get("notes")
     account = notes.get("measurement") if isinstance(notes, dict) else None
     return isinstance(account, dict) and account.get("target_met") is False
 
 
-def marked_status(record: dict[str, Any]) -> str:
+def marked_status(record: Mapping[str, Any]) -> str:
     """The status as every table shows it (run summary, report): a busy machine's figures and
     figures that missed their precision target are marked, so no table shows them as a quiet,
     precise run's."""

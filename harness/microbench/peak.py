@@ -145,14 +145,15 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
             spent[engine] = spent.get(engine, 0.0) + time.perf_counter() - started
             last_call[engine] = statistics.median(times)
             per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
-    burst = max(per_size.values())
+    best = max(per_size, key=per_size.__getitem__)
+    burst = per_size[best]
     sustain = SUSTAIN_S.get(device.type, 0.0) if sustain_s is None else sustain_s
     sustained = clocks = None
     if sustain > 0:
-        engine, _, size = max(per_size, key=per_size.__getitem__).rpartition(" ")
+        engine, _, size = best.rpartition(" ")
         n = int(size)
         sustained = _sustained(_gemm_engines(n, device, dtype)[engine], 2 * n**3,
-                               2 * n**3 / per_size[f"{engine} {n}"], backend, device, sustain)
+                               2 * n**3 / burst, backend, device, sustain)
         clocks = backend.clocks(device)
     elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
@@ -257,7 +258,7 @@ def peak_for(backend_name: str, device_name: str, precision: str, threads: int) 
     return found
 
 
-def _device_peak(backend_name: str, precision: str, threads: int) -> PeakResult:
+def device_peak(backend_name: str, precision: str, threads: int) -> PeakResult:
     """The cached or newly measured peak of the backend's first device, in this process."""
     from backends import COMPUTE_BACKENDS
 
@@ -267,12 +268,12 @@ def _device_peak(backend_name: str, precision: str, threads: int) -> PeakResult:
 
 def peak_in_own_process(backend_name: str, precision: str, threads: int,
                         timeout_s: float = 900.0) -> PeakResult:
-    """_device_peak in a child process: a GPU measured (or only named) from the process that
+    """device_peak in a child process: a GPU measured (or only named) from the process that
     launches the ranks would keep a CUDA context, and the probe's cached memory, on it while
     they run. RuntimeError with the child's last words when it fails."""
     root = str(Path(__file__).resolve().parents[2])
-    code = ("import json, sys; from harness.microbench.peak import _device_peak; "
-            "print(json.dumps(_device_peak(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
+    code = ("import json, sys; from harness.microbench.peak import device_peak; "
+            "print(json.dumps(device_peak(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
             ".as_dict()))")
     try:
         done = subprocess.run([sys.executable, "-c", code, backend_name, precision,

@@ -70,7 +70,7 @@ def summary_cells(record: Mapping[str, Any]) -> dict[str, Any]:
         "code_commit": code.get("commit") if isinstance(code.get("commit"), str) else None,
         "code_branch": code.get("branch") if isinstance(code.get("branch"), str) else None,
         "code_dirty": int(dirty) if isinstance(dirty, bool) else None,
-        "busy": int(is_busy(dict(record))), "imprecise": int(is_imprecise(dict(record)))}
+        "busy": int(is_busy(record)), "imprecise": int(is_imprecise(record))}
     values = {entry.get("name"): entry.get("value") for entry in record.get("metrics") or []
               if isinstance(entry, Mapping)}
     for name, column in zip(INDEXED_METRICS, METRIC_COLUMNS, strict=True):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.core.spec import RunSpec
 from harness.core.text import one_line
-from harness.microbench.peak import PeakResult, peak_for, peak_in_own_process
+from harness.microbench.peak import PeakResult, device_peak, peak_in_own_process
 from harness.run.autocompile import Choice, ipex_unusable, settle_all
 
 
@@ -50,14 +50,11 @@ def cached_peak(spec: RunSpec) -> PeakResult:
     from backends import COMPUTE_BACKENDS
 
     backend_class = COMPUTE_BACKENDS.get(spec.backend)
-    backend = backend_class()
-    threads = backend.rank_threads(spec.threads)
+    threads = backend_class().rank_threads(spec.threads)
     if spec.backend == "cpu":
         threads *= spec.nproc_per_node
-    if backend_class.probes_in_own_process:
-        return peak_in_own_process(spec.backend, spec.precision, threads)
-    return peak_for(spec.backend, backend.device_name(backend.device(0)), spec.precision,
-                    threads)
+    measure = peak_in_own_process if backend_class.probes_in_own_process else device_peak
+    return measure(spec.backend, spec.precision, threads)
 
 
 def settle(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Settled:

@@ -18,7 +18,6 @@ from harness.records.record import load_record, metric
 from harness.records.rundir import FAULT_VAR, RankResult
 from harness.records.store import Store
 from harness.run import runner as runner_module
-from harness.run import settle as settle_module
 from harness.run.runner import Runner
 from harness.run.settle import unavailable_reason
 from workloads.hep_cnn import HEPCNNWorkload
@@ -43,7 +42,9 @@ def fixed_peak(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         asked.append(args)
         return PEAK
 
-    monkeypatch.setattr(settle_module, "peak_for", peak_for)
+    from harness.microbench import peak
+
+    monkeypatch.setattr(peak, "peak_for", peak_for)  # what settle's device_peak reads
     return asked
 
 
