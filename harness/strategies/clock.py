@@ -50,10 +50,7 @@ class PhaseClock:
         self._current[name] = self._current.get(name, 0.0) + seconds
 
     def _resolve(self) -> None:
-        """Wait for the device to reach the last event, then file every pending phase."""
-        if not self._pending:
-            return
-        self._pending[-1][2].synchronize()
+        """Wait for each pending phase's end on the device, then file its time."""
         for name, start, end in self._pending:
             end.synchronize()
             self.add(name, start.elapsed_time(end) / 1000.0)
