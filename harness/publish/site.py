@@ -1,6 +1,7 @@
 """The pages of the published site from a catalog of records: an index of machines and
 workloads, a page per machine (latest results, trends over commits, its records), a page per
-workload (machines side by side), and every record's JSON under records/.
+workload (machines side by side), and every record as stored under records/ (a file per
+machine and commit: harness/publish/records.py).
 
 Only the latest records of each machine's experiments are loaded in full (the tables); the
 trends, counts and record lists come from the stores' index rows, and the raw records are
@@ -12,18 +13,14 @@ only through `Names`, which keeps them to safe characters and unique.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import re
-import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.core.errors import UsageError
 from harness.publish.page import e, render_page
+from harness.publish.records import Bundle, Entry, Names, bundle_entries, chunks, write_chunk
 from harness.publish.trends import steps_table, trends
 from harness.records.inputs import Catalog
 from harness.records.summary import latest_rows
@@ -34,50 +31,9 @@ from harness.report.tables import records_table
 from harness.report.units import column_scale, with_ci
 from harness.report.view import RecordView, clean_text, sort_key
 
-SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 # (metric, heading) of the latest-results columns
 LATEST_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),
                   ("peak_memory", "peak memory"), ("time_to_train", "time to train"))
-
-
-class Names:
-    """File names for texts: the text itself where it is short and safe, else a slug and a
-    hash of the text; unique ignoring case (case-insensitive file systems)."""
-
-    def __init__(self) -> None:
-        self.given: dict[str, str] = {}
-        self.taken: set[str] = {"index"}
-
-    def __call__(self, text: str) -> str:
-        if text in self.given:
-            return self.given[text]
-        name = text if SAFE.fullmatch(text) and not text.endswith(".") else ""
-        if not name or name.lower() in self.taken:
-            slug = "-".join(re.findall(r"[a-z0-9]+", text.lower()))[:40] or "x"
-            name = f"{slug}-{hashlib.sha256(text.encode('utf-8', 'replace')).hexdigest()[:10]}"
-        self.given[text] = name
-        self.taken.add(name.lower())
-        return name
-
-
-@dataclass
-class Entry:
-    """A record (slim, from the index, unless loaded in full) with its view, the catalog row
-    it came from and the file its JSON is copied to."""
-
-    record: dict[str, Any]
-    view: RecordView
-    file: str
-    row: dict[str, Any]
-    machine: str = ""
-
-    def __post_init__(self) -> None:
-        self.machine = self.view.machine_label
-
-    @property
-    def training(self) -> bool:
-        view = self.view
-        return not (view.is_comm or view.is_kernel or view.is_prediction)
 
 
 @dataclass
@@ -89,7 +45,6 @@ class Site:
     workloads: list[str]
 
 
-SERVER_CHUNK = 5000  # a server's records written a chunk at a time (publish's records)
 _FORKED: Builder | None = None  # the builder a forked page worker inherits
 
 
@@ -125,16 +80,6 @@ def _pages_in_parallel(builder: Builder, pages: list[tuple[str, str]]
     return results()
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A stored record into the site: a hard link where the site shares the store's file
-    system (a record file is never rewritten: the store adds new files), else a copy. A copy
-    took 0.15-0.4 ms a record, half of publish's time over 100,000 of them; a link 0.03 ms."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
-
-
 def _commit(view: RecordView) -> str:
     return clean_text(view.code.get("commit"), 60)[:12] or "-"
 
@@ -161,7 +106,7 @@ def _records(entries: list[Entry], root: str, table_id: str) -> list[str]:
     """The report's records table, each run id a link to its JSON."""
     ordered = sorted(entries, key=lambda entry: (entry.view.created_at, entry.view.run_id))
     table = records_table([entry.view for entry in ordered])
-    links = {(r, 0): f"{root}records/{entry.file}.json" for r, entry in enumerate(ordered)}
+    links = {(r, 0): f"{root}{entry.link}" for r, entry in enumerate(ordered)}
     return _section("Records", table, table_id, links=links,
                     intro="Every record, linked to its JSON as it was stored.")
 
@@ -235,7 +180,7 @@ class Builder:
         pages = Names()
         self.workload_file = {name: pages(name) for name in self.workloads}
         self.files: list[str] = []
-        self.server_chunks: list[tuple[Any, dict[str, str]]] = []
+        self.chunks: list[list[Bundle]] = []
 
     def write(self, relative: str, data: str | bytes) -> None:
         path = self.out / relative
@@ -246,41 +191,11 @@ class Builder:
             path.write_text(data, encoding="utf-8")
         self.files.append(relative)
 
-    def copy_records(self) -> None:
-        """Every record's JSON as it was stored (a directory store's file, a server's
-        document, a file input's record)."""
-        self.progress(f"copying {len(self.entries)} record(s)")
-        (self.out / "records").mkdir(parents=True, exist_ok=True)
-        servers: dict[int, tuple[Any, dict[str, str]]] = {}
-        for entry in self.entries:
-            relative = f"records/{entry.file}.json"
-            store = entry.row.get("_store")
-            if store is None:
-                self.write(relative, json.dumps(entry.record, indent=1, ensure_ascii=True)
-                           + "\n")
-            elif isinstance(getattr(store, "root", None), Path):
-                _link_or_copy(store.root / entry.row["path"], self.out / relative)
-                self.files.append(relative)
-            else:
-                servers.setdefault(id(store), (store, {}))[1][entry.view.run_id] = relative
-        # A server's records are sent over the network and written one file each: in
-        # chunks that run beside the pages (build), since a worker waiting on the server
-        # leaves its core to one drawing a plot.
-        for store, wanted in servers.values():
-            items = list(wanted.items())
-            self.server_chunks += [(store, dict(items[start:start + SERVER_CHUNK]))
-                                   for start in range(0, len(items), SERVER_CHUNK)]
-
-    def server_records(self, index: int) -> None:
-        """Write one chunk of a server's records."""
-        store, wanted = self.server_chunks[index]
-        for run_id, text in store.record_texts(list(wanted)):
-            self.write(wanted[run_id], text + "\n")
-
     def build(self) -> Site:
-        self.copy_records()
-        self.write("index.html", self.index())
-        pages = [("records", str(i)) for i in range(len(self.server_chunks))] + \
+        self.chunks = chunks(bundle_entries(self.entries, self.machine_file))
+        self.progress(f"{len(self.entries)} record(s) in "
+                      f"{sum(len(chunk) for chunk in self.chunks)} file(s) of records")
+        pages = [("index", "")] + [("records", str(i)) for i in range(len(self.chunks))] + \
             [("machine", label) for label in self.machines] + \
             [("workload", name) for name in self.workloads]
         written = _pages_in_parallel(self, pages)
@@ -293,11 +208,13 @@ class Builder:
         return Site(self.files, self.machines, self.workloads)
 
     def page(self, page: tuple[str, str]) -> list[str]:
-        """Write a machine's or a workload's page (and its plots): the files written."""
+        """Write a task's files (index, records, a page and its plots); the files written."""
         before = len(self.files)
         kind, name = page
-        if kind == "records":
-            self.server_records(int(name))
+        if kind == "index":
+            self.write("index.html", self.index())
+        elif kind == "records":
+            self.files += write_chunk(self.out, self.chunks[int(name)])
         elif kind == "machine":
             self.write(f"machines/{self.machine_file[name]}.html", self.machine_page(name))
         else:
@@ -344,7 +261,7 @@ class Builder:
         latest, chosen = latest_table(self.full_by_machine.get(label, []))
         links = {(r, 0): f"../workloads/{self.workload_file[entry.view.workload]}.html"
                  for r, entry in enumerate(chosen)}
-        links.update({(r, len(latest.columns) - 1): f"../records/{entry.file}.json"
+        links.update({(r, len(latest.columns) - 1): f"../{entry.link}"
                       for r, entry in enumerate(chosen)})
         body = [*_section("System", systems_table([entry.view for entry in
                                                    self.full_by_machine.get(label, [])]),

@@ -89,8 +89,6 @@ def _slug(text: str) -> str:
 
 def record_folder(record: dict[str, Any]) -> str:
     """<machine>/<commit or date> for a record (see Store.folder_for)."""
-
-
     machine = record.get("machine")
     label = machine_label(machine) if isinstance(machine, dict) and machine else "unknown machine"
     code = record.get("code") if isinstance(record.get("code"), dict) else {}
@@ -119,6 +117,11 @@ def choose_baseline(candidates: Iterable[dict[str, Any]], spec: Any) -> dict[str
         if strong is None and batch == spec.global_batch:
             strong = record
     return strong
+
+
+def record_text(record: dict[str, Any]) -> str:
+    """A record as every store keeps it: JSON, one key a line, ending in a newline."""
+    return json.dumps(record, indent=1, allow_nan=False) + "\n"
 
 
 class Store:
@@ -188,7 +191,7 @@ class Store:
     def add(self, record: dict[str, Any]) -> Path:
         """Store a record under a new file name; an existing record is never replaced."""
         validate_record(record)
-        text = json.dumps(record, indent=1, allow_nan=False) + "\n"
+        text = record_text(record)
         folder = self.folder_for(record)
         folder.mkdir(parents=True, exist_ok=True)
         with stop_signals_deferred():

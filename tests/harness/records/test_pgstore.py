@@ -8,8 +8,10 @@ port of 127.0.0.1, with scram-sha-256 password authentication for TCP connection
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -18,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +123,8 @@ def server() -> Iterator[Server]:
 @pytest.fixture
 def url(server: Server, request: pytest.FixtureRequest) -> str:
     """A fresh database of its own for each test, owned by the test role."""
-    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:50].lower()
+    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:40].lower() \
+        + "_" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]  # parameters
     server.admin(f"CREATE DATABASE {name} OWNER {ROLE}")
     return server.url(name)
 
@@ -417,19 +421,37 @@ def test_a_table_of_an_older_version_gets_its_summary_columns_filled(url: str) -
     assert row["machine"] and row["m_step_time"] is not None
 
 
+@pytest.mark.parametrize("column", ["json", "jsonb"])
 def test_publish_from_the_server_writes_every_record_as_stored(
-        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        url: str, column: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The server's records reach the site in chunks written by the page workers: all of
-    them, each its stored document."""
-    import harness.publish.site as site
+    them, each its stored document: unchanged (the directory store's text) where the table
+    holds json (this version's), the same document where an older version made it jsonb."""
+    import harness.publish.records as published
+    from harness.records.store import record_text
 
-    monkeypatch.setattr(site, "SERVER_CHUNK", 2)  # three chunks for five records
+    monkeypatch.setattr(published, "CHUNK", 2)  # a commit a file: three chunks for five
     store = PostgresStore(url)
     records = [_record(f"p{i}") for i in range(5)]
-    for record in records:
+    for i, record in enumerate(records):
+        record["code"] = {"commit": f"{i + 1}" * 40, "branch": "main", "dirty": False,
+                          "ci_url": None}
+    store.add(records[0])
+    with psycopg.connect(url, autocommit=True) as connection:
+        made = connection.execute("SELECT data_type FROM information_schema.columns WHERE "
+                                  "table_name = %s AND column_name = 'record'", (TABLE,))
+        assert made.fetchone()[0] == "json"
+        if column == "jsonb":
+            connection.execute(f"ALTER TABLE {TABLE} ALTER COLUMN record TYPE jsonb "
+                               "USING record::jsonb")
+    for record in records[1:]:
         store.add(record)
     assert main(["publish", url, "-o", str(tmp_path / "site")]) == 0
-    written = [json.loads(path.read_text())
-               for path in sorted((tmp_path / "site" / "records").glob("*.json"))]
-    assert sorted(written, key=lambda r: r["run_id"]) == \
-        sorted(records, key=lambda r: r["run_id"])
+    pages = sorted((tmp_path / "site" / "records").rglob("*.html"))
+    assert len(pages) == 5
+    texts = [unescape(text) for page in pages
+             for text in re.findall(r"<pre>(.*?)</pre>", page.read_text(), re.S)]
+    assert sorted((json.loads(text) for text in texts), key=lambda r: r["run_id"]) == records
+    if column == "json":
+        assert sorted(texts) == sorted(record_text(record) for record in records)
+    assert sorted(store.records(), key=lambda r: r["run_id"]) == records

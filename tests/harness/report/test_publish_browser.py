@@ -30,6 +30,10 @@ def test_pages_open_with_no_console_error_and_their_script_running(
         # The script turned every header of a sortable table into a button.
         assert text.count('<th scope="col"><button type="button">') >= 5, page
         assert "<b>evil" not in text
+    # a page of records as stored: the hostile machine's, whose records carry markup
+    page = next((site / "records" / hostile.stem).glob("*.html"))
+    text = dom(chromium, page, tmp_path / "profile-records")
+    assert "<pre>{" in text and "<b>evil" not in text and "<script>alert" not in text
 
 
 def test_a_header_click_sorts_its_table(
