@@ -199,12 +199,15 @@ class Builder:
             [("machine", label) for label in self.machines] + \
             [("workload", name) for name in self.workloads]
         written = _pages_in_parallel(self, pages)
-        machines = 0
+        machines = records = 0
         for page in pages:
             if page[0] == "machine":
                 machines += 1
                 self.progress(f"machine {machines}/{len(self.machines)}: {page[1]}")
             self.files += next(written) if written is not None else self.page(page)
+            if page[0] == "records":
+                records += sum(len(bundle.entries) for bundle in self.chunks[int(page[1])])
+                self.progress(f"records {records}/{len(self.entries)} written")
         return Site(self.files, self.machines, self.workloads)
 
     def page(self, page: tuple[str, str]) -> list[str]:
