@@ -16,7 +16,7 @@ from typing import Any
 import torch.distributed as dist
 
 from harness.records.rundir import RankReport, RunDir
-from harness.strategies.meter import COUNTED_BACKENDS, CommMeter, register_counted_backend
+from harness.strategies.meter import COUNTED, CommMeter, register_counted_backend
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
     timeout = dt.timedelta(seconds=nccl_timeout_s) \
         if spec.comm == "nccl" and nccl_timeout_s is not None else store_timeout
     backend = spec.comm
-    if meter is not None and spec.comm in COUNTED_BACKENDS:
+    if meter is not None and spec.comm in COUNTED:
         backend = register_counted_backend(spec.comm, meter)
     if spec.comm == "mpi":
         from backends.mpi_pg import init_mpi_process_group

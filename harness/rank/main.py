@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         init_comm,
     )
     from harness.rank.loops import run_throughput, run_time_to_train
-    from harness.strategies.meter import COUNTED_BACKENDS, CommMeter
+    from harness.strategies.meter import COUNTED, CommMeter
     from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
 
     run_dir = RunDir.join(args.run_dir)
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[LOST_DIR_VAR] = str(run_dir.path)  # where servers learn of lost workers
         # Only a backend the counting wrapper wraps counts (gloo, MPI, NCCL): a meter beside
         # any other would record a zero for every step (harness/run/collect.py notes why).
-        meter = CommMeter() if spec.kind == "train" and spec.comm in COUNTED_BACKENDS \
+        meter = CommMeter() if spec.kind == "train" and spec.comm in COUNTED \
             else None
         device = bind_device(spec, who)
         if spec.comm != "none":

@@ -15,7 +15,7 @@ from harness.microbench.peak import PeakResult
 from harness.records.record import Metric
 from harness.records.rundir import RankResult
 from harness.records.store import Store
-from harness.strategies.meter import COUNTED_BACKENDS
+from harness.strategies.meter import COUNTED
 from workloads.flops import count_flops_per_sample
 
 
@@ -100,10 +100,10 @@ def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
     if lead.param_checksums:
         notes["replicas_checked_steps"] = min(len(r.param_checksums) for r in ranks)
     notes["device_name"] = lead.device_name
-    if spec.distributed and spec.comm not in COUNTED_BACKENDS:
+    if spec.distributed and spec.comm not in COUNTED:
         notes["comm_bytes_unavailable"] = (
             f"{spec.comm} traffic is not counted: the counting process group wraps "
-            f"{', '.join(COUNTED_BACKENDS)} only; the strategy's analytic volume is what "
+            f"{', '.join(COUNTED)} only; the strategy's analytic volume is what "
             "dtbench predict uses")
     absent = energy_absent_reason(context)
     if absent:

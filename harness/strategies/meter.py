@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,9 +31,6 @@ DEFAULT_KINDS = {"allreduce": "gradient", "reducescatter": "gradient", "allgathe
                  "send": "activation", "recv": "activation", "broadcast": "control",
                  "scatter": "control", "gather": "control", "reduce": "control",
                  "alltoall": "activation", "barrier": "control"}
-COUNTED_BACKENDS = {"gloo": "dtbench_gloo", "mpi": "dtbench_mpi", "nccl": "dtbench_nccl"}
-# The tensors each wrapped backend takes (NCCL's are on the GPU).
-COUNTED_DEVICES = {"gloo": ("cpu",), "mpi": ("cpu",), "nccl": ("cuda",)}
 
 
 @dataclass
@@ -142,7 +139,7 @@ class CountingProcessGroup(dist.ProcessGroup):
         if comm == "nccl" and isinstance(inner, torch._C._distributed_c10d.Backend):
             # torch finds a group's devices, its eager NCCL connection and the devices of its
             # object collectives (the ranks' results) through the backends registered on it.
-            for device in COUNTED_DEVICES[comm]:
+            for device in COUNTED[comm].devices:
                 self._register_backend(torch.device(device),
                                        dist.ProcessGroup.BackendType.CUSTOM, inner)
 
@@ -318,18 +315,20 @@ def register_counted_backend(comm: str, meter: CommMeter) -> str:
     """Register (once per process) a counted backend for `comm` (gloo, MPI or NCCL) whose
     groups wrap the real ones and count into `meter`; returns the backend name to
     initialise the process group with."""
-    name = COUNTED_BACKENDS[comm]
+    counted = COUNTED[comm]
+    name = counted.name
     _TARGET.meter = meter
     if name in dist.Backend.backend_list:
         return name
 
     def create(options: Any, backend_options: Any = None) -> CountingProcessGroup:
         target = _TARGET.meter if _TARGET.meter is not None else CommMeter()
-        return CountingProcessGroup(INNER_GROUPS[comm](options, backend_options),
+        # looked up at each group's creation: registration is once per process
+        return CountingProcessGroup(COUNTED[comm].inner(options, backend_options),
                                     options.group_rank, options.group_size, target, name, comm)
 
     dist.Backend.register_backend(name, create, extended_api=True,
-                                  devices=list(COUNTED_DEVICES[comm]))
+                                  devices=list(counted.devices))
     return name
 
 
@@ -357,5 +356,17 @@ def _nccl_group(options: Any, backend_options: Any) -> Any:
     return ProcessGroupNCCL(options.store, options.group_rank, options.group_size, nccl_options)
 
 
-# How each counted backend makes the group it wraps, from torch's backend options.
-INNER_GROUPS = {"gloo": _gloo_group, "mpi": _mpi_group, "nccl": _nccl_group}
+@dataclass(frozen=True)
+class Counted:
+    """A communication backend dtbench counts: the name its counting wrapper registers under,
+    the devices its tensors are on (NCCL's on the GPU), and how it makes the group it wraps
+    from torch's backend options."""
+
+    name: str
+    devices: tuple[str, ...]
+    inner: Callable[[Any, Any], Any]
+
+
+COUNTED = {"gloo": Counted("dtbench_gloo", ("cpu",), _gloo_group),
+           "mpi": Counted("dtbench_mpi", ("cpu",), _mpi_group),
+           "nccl": Counted("dtbench_nccl", ("cuda",), _nccl_group)}

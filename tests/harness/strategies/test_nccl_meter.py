@@ -28,8 +28,8 @@ def nccl_on_a_fake_group(monkeypatch: pytest.MonkeyPatch) -> Iterator[CommMeter]
         made.append(options.timeout)
         return FakeProcessGroup._create_internal(options.group_rank, options.group_size)
 
-    monkeypatch.setitem(meter_module.INNER_GROUPS, "nccl", fake)
-    monkeypatch.setitem(meter_module.COUNTED_DEVICES, "nccl", ("cpu",))
+    monkeypatch.setitem(meter_module.COUNTED, "nccl",
+                        meter_module.Counted("dtbench_nccl", ("cpu",), fake))
     meter = CommMeter()
     name = register_counted_backend("nccl", meter)
     assert name == "dtbench_nccl"
