@@ -50,8 +50,8 @@ def _rank(rank: int, port: int, out: str, max_norm: float | None) -> None:
             optimizer_step(optimizer, scaler, model, max_norm)
             optimizer.zero_grad()
             after = full()
-            steps.append({"stepped": any(not torch.equal(a, b) for a, b in zip(before, after)),
-                          "scale": scaler.get_scale(),
+            changed = [not torch.equal(a, b) for a, b in zip(before, after, strict=True)]
+            steps.append({"stepped": any(changed), "scale": scaler.get_scale(),
                           "params": [t.sum().item() for t in after]})
         Path(out, f"{rank}.json").write_text(json.dumps(steps))
     finally:
