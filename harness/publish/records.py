@@ -13,15 +13,15 @@ without). The store itself (`dtbench store export`) gives the records as JSON fi
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from harness.publish.page import e, render_page
+from harness.records.store import record_text
 from harness.report.view import RecordView, clean_text
 
 SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
@@ -79,10 +79,14 @@ class Bundle:
     entries: list[Entry] = field(default_factory=list)
 
 
+def short_commit(view: RecordView) -> str:
+    """The commit of the code under test, 12 digits ("" where the record names none)."""
+    return clean_text(view.code.get("commit"), 60)[:12]
+
+
 def version_of(view: RecordView) -> str:
     """The commit (12 digits) of the code under test, else the record's day."""
-    commit = clean_text(view.code.get("commit"), 60)[:12]
-    return commit or view.created_at[:10] or "undated"
+    return short_commit(view) or view.created_at[:10] or "undated"
 
 
 def bundle_entries(entries: Iterable[Entry], machine_file: dict[str, str]) -> list[Bundle]:
@@ -127,7 +131,7 @@ def stored_texts(entries: list[Entry]) -> list[str | None]:
     for i, entry in enumerate(entries):
         store = entry.row.get("_store")
         if store is None:
-            texts[i] = json.dumps(entry.record, indent=1, ensure_ascii=True) + "\n"
+            texts[i] = record_text(entry.record)  # a file input's, validated when read
         elif isinstance(getattr(store, "root", None), Path):
             try:
                 texts[i] = (store.root / entry.row["path"]).read_text(encoding="utf-8",
@@ -156,15 +160,9 @@ def bundle_page(bundle: Bundle, texts: list[str | None]) -> str:
     return render_page(title, body, root="../../")
 
 
-def write_chunk(out: Path, chunk: list[Bundle]) -> list[str]:
-    """Write a chunk's bundles under `out`: the files written, relative to it."""
+def write_chunk(chunk: list[Bundle], write: Callable[[str, str], None]) -> None:
+    """Write a chunk's bundles through `write(relative path, text)`."""
     entries = [entry for bundle in chunk for entry in bundle.entries]
     texts = iter(stored_texts(entries))
-    written = []
     for bundle in chunk:
-        path = out / f"{bundle.name}.html"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(bundle_page(bundle, [next(texts) for _ in bundle.entries]),
-                        encoding="utf-8")
-        written.append(f"{bundle.name}.html")
-    return written
+        write(f"{bundle.name}.html", bundle_page(bundle, [next(texts) for _ in bundle.entries]))

@@ -20,7 +20,15 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.publish.page import e, render_page
-from harness.publish.records import Bundle, Entry, Names, bundle_entries, chunks, write_chunk
+from harness.publish.records import (
+    Bundle,
+    Entry,
+    Names,
+    bundle_entries,
+    chunks,
+    short_commit,
+    write_chunk,
+)
 from harness.publish.trends import steps_table, trends
 from harness.records.inputs import Catalog
 from harness.records.summary import latest_rows
@@ -29,7 +37,7 @@ from harness.report.machines import SYSTEM_COLUMNS, by_machine, experiment, syst
 from harness.report.model import Table
 from harness.report.tables import records_table
 from harness.report.units import column_scale, with_ci
-from harness.report.view import RecordView, clean_text, sort_key
+from harness.report.view import RecordView, sort_key
 
 # (metric, heading) of the latest-results columns
 LATEST_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),
@@ -81,7 +89,7 @@ def _pages_in_parallel(builder: Builder, pages: list[tuple[str, str]]
 
 
 def _commit(view: RecordView) -> str:
-    return clean_text(view.code.get("commit"), 60)[:12] or "-"
+    return short_commit(view) or "-"
 
 
 def _dates(entries: list[Entry]) -> tuple[str, str]:
@@ -217,7 +225,7 @@ class Builder:
         if kind == "index":
             self.write("index.html", self.index())
         elif kind == "records":
-            self.files += write_chunk(self.out, self.chunks[int(name)])
+            write_chunk(self.chunks[int(name)], self.write)
         elif kind == "machine":
             self.write(f"machines/{self.machine_file[name]}.html", self.machine_page(name))
         else:

@@ -151,7 +151,7 @@ def bundled(site: Path) -> dict[str, tuple[str, str]]:
         for anchor, run_id, text in re.findall(
                 r'<h2 id="([^"]+)">(.*?)</h2>\n<pre>(.*?)</pre>', page.read_text(), re.S):
             record = json.loads(unescape(text))
-            assert record["run_id"].replace("<", "") == unescape(run_id).replace("<", "")
+            assert unescape(run_id) == record["run_id"]
             found[record["run_id"]] = (f"{page.relative_to(site).as_posix()}#{anchor}",
                                        unescape(text))
     return found
