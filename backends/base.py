@@ -47,9 +47,18 @@ class StepTimer(ABC):
     @abstractmethod
     def stop(self) -> None: ...
 
+    # Steps whose times settled() may leave out: a device timer reads each step this many
+    # steps late, so that reading never waits for the device to drain its queue.
+    lag: int = 0
+
     @abstractmethod
     def samples(self) -> list[float]:
-        """Per-step wall times in seconds, in step order."""
+        """Per-step wall times in seconds, in step order (on a device: waits for all)."""
+
+    def settled(self) -> list[float]:
+        """The times known without waiting for the device's newest work: every step but the
+        last `lag`; all of them on the host."""
+        return self.samples()
 
 
 class ComputeBackend(ABC):
@@ -68,9 +77,10 @@ class ComputeBackend(ABC):
     @abstractmethod
     def device(self, local_rank: int = 0) -> torch.device: ...
 
-    def bind(self, local_rank: int) -> torch.device:
+    def bind(self, local_rank: int, share: bool = False) -> torch.device:
         """The device of the rank with this local rank on its node, made this process's
-        current device where the backend has one: before any collective and any model."""
+        current device where the backend has one: before any collective and any model.
+        `share`: ranks may share a device (a GPU backend refuses it otherwise)."""
         return self.device(local_rank)
 
     @abstractmethod
@@ -125,6 +135,15 @@ class ComputeBackend(ABC):
     @abstractmethod
     def peak_memory(self, device: torch.device) -> int:
         """Peak bytes since the last reset: resident (CPU) or allocated (device)."""
+
+    def memory_details(self, device: torch.device) -> dict[str, int | None]:
+        """Memory figures beside peak_memory (a GPU's reserved and in-use bytes); none here."""
+        return {}
+
+    def device_key(self, device: torch.device) -> str | None:
+        """What identifies the physical device for counting it once (a GPU's UUID); None where
+        each rank measures its own share (CPU ranks take their share of the cores)."""
+        return None
 
     def energy_meter(self, device: torch.device) -> EnergyMeter | None:
         """A counter of joules where the hardware has one, else None."""

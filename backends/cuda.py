@@ -11,7 +11,11 @@ from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTi
 
 
 class CUDAEventTimer(StepTimer):
-    """Brackets each step with CUDA events on the device's stream; one host sync, in samples()."""
+    """Brackets each step with CUDA events on the device's stream. samples() waits for the
+    device once; settled() reads the steps up to `lag` behind the newest, waiting only for an
+    event the device passed while the later steps were queued (no drain per step)."""
+
+    lag = 2
 
     def __init__(self, device: torch.device) -> None:
         self._device = device
@@ -36,9 +40,20 @@ class CUDAEventTimer(StepTimer):
     def samples(self) -> list[float]:
         if self._pending:
             torch.cuda.synchronize(self._device)
-            self._times.extend(start.elapsed_time(end) / 1000.0 for start, end in self._pending)
-            self._pending.clear()
+            self._read(len(self._pending))
         return list(self._times)
+
+    def settled(self) -> list[float]:
+        ready = len(self._pending) - self.lag
+        if ready > 0:
+            self._pending[ready - 1][1].synchronize()
+            self._read(ready)
+        return list(self._times)
+
+    def _read(self, count: int) -> None:
+        self._times.extend(start.elapsed_time(end) / 1000.0
+                           for start, end in self._pending[:count])
+        del self._pending[:count]
 
 
 def _cudnn_version() -> str | None:
@@ -71,6 +86,44 @@ def _nvml_uuid(device: torch.device) -> str | None:
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
+class DeviceShared(RuntimeError):
+    """More ranks than GPUs on a node: they would share one."""
+
+
+def shared_device_message(ranks: int, gpus: int) -> str:
+    return (f"{ranks} rank(s) on this node but {gpus} visible GPU(s): ranks would share a GPU "
+            "(NCCL refuses it; energy and peak would count a board twice); use at most one "
+            "rank per GPU, or add --share-gpu to run anyway")
+
+
+def _visible_devices() -> list[str] | None:
+    value = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return None if value is None else [part for part in value.split(",") if part.strip()]
+
+
+def allow_tf32() -> None:
+    """FP32 matrix products and convolutions on TF32 tensor cores, through the fp32_precision
+    settings where torch has them (2.9 and later: the old allow_tf32 flags warn there, and
+    raise once the new API has been used), else the old flags."""
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        matmul.fp32_precision = "tf32"
+        conv.fp32_precision = "tf32"
+        return
+    matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+
+def tf32_flags() -> dict[str, bool]:
+    """Whether FP32 matrix products and convolutions may run in TF32, in either API."""
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and hasattr(conv, "fp32_precision"):
+        return {"tf32_matmul": matmul.fp32_precision == "tf32",
+                "tf32_cudnn": conv.fp32_precision == "tf32"}
+    return {"tf32_matmul": bool(matmul.allow_tf32),
+            "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32)}
+
+
 @COMPUTE_BACKENDS.register("cuda")
 class CUDABackend(ComputeBackend):
     """cuDNN with cudnn.benchmark and TF32, bf16/fp16 autocast, fp16 grad scaling, NVML energy."""
@@ -80,11 +133,10 @@ class CUDABackend(ComputeBackend):
 
     probes_in_own_process = True
 
-    def __init__(self, local_rank: int | None = None) -> None:
-        """local_rank picks the GPU configure() makes current; defaults to $LOCAL_RANK, else 0."""
-        if local_rank is None:
-            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        self.local_rank = local_rank
+    def __init__(self) -> None:
+        # The device bind() made this rank's: every later use (peak probes, timers, memory,
+        # NVML) takes it, never a fresh lookup from the environment.
+        self.bound: torch.device | None = None
         self._energy_reason: str | None = None
 
     @classmethod
@@ -97,19 +149,35 @@ class CUDABackend(ComputeBackend):
             return Availability.no("no CUDA device")
         return Availability.yes()
 
-    def device(self, local_rank: int = 0) -> torch.device:
-        """The GPU of a local rank, modulo the visible devices: with one visible GPU per task
-        (CUDA_VISIBLE_DEVICES set per rank by srun or a wrapper) every rank's is cuda:0."""
+    def device(self, local_rank: int = 0, share: bool = False) -> torch.device:
+        """The GPU of a local rank among the visible devices. With one visible device per rank
+        (CUDA_VISIBLE_DEVICES set per task by srun or a wrapper) every rank's is cuda:0; a local
+        rank beyond the visible devices would share one with another rank, which NCCL refuses
+        ("Duplicate GPU detected") and which double-counts a board's energy and peak: a
+        DeviceShared error, unless `share` allows it (then ranks take devices round-robin)."""
         count = torch.cuda.device_count()
-        return torch.device("cuda", local_rank % count if count else local_rank)
+        if not count:  # no device: torch's own error comes at first use
+            return torch.device("cuda", local_rank)
+        one_per_task = count == 1 and len(_visible_devices() or ()) == 1
+        if local_rank < count or one_per_task:
+            return torch.device("cuda", local_rank if local_rank < count else 0)
+        if share:
+            return torch.device("cuda", local_rank % count)
+        raise DeviceShared(shared_device_message(local_rank + 1, count))
 
-    def bind(self, local_rank: int) -> torch.device:
-        """Make the local rank's GPU current, so that NCCL, all_gather_object and FSDP's
-        shards use it and not cuda:0 (under mpirun and srun no LOCAL_RANK tells configure)."""
-        device = self.device(local_rank)
-        self.local_rank = int(device.index or 0)
+    def bind(self, local_rank: int, share: bool = False) -> torch.device:
+        """Make the local rank's GPU current, once, before the process group and the model
+        exist (NCCL binds a communicator, all_gather_object and FSDP's shards the current
+        device): under mpirun and srun no LOCAL_RANK tells torch which it is."""
+        device = self.device(local_rank, share)
         torch.cuda.set_device(device)
+        self.bound = device
         return device
+
+    def current(self) -> torch.device:
+        """The bound device, else the process's current one (a probe outside a rank)."""
+        return self.bound if self.bound is not None else \
+            torch.device("cuda", torch.cuda.current_device())
 
     def configure(self, threads: int, precision: str) -> dict[str, Any]:
         if precision not in self.precisions:
@@ -117,21 +185,20 @@ class CUDABackend(ComputeBackend):
                              f"choose from: {', '.join(self.precisions)}")
         if threads:
             torch.set_num_threads(threads)
-        torch.cuda.set_device(self.local_rank)
+        # The device is the one bind() made current (or the process's current one): setting
+        # it here again from the environment moved a rank bound under mpirun to cuda:0.
         torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+        allow_tf32()
         return {
             "threads": torch.get_num_threads(),
-            "cuda_device": self.local_rank,
+            "cuda_device": self.current().index,
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             **self._tf32_flags(),
         }
 
     @staticmethod
     def _tf32_flags() -> dict[str, bool]:
-        return {"tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-                "tf32_cudnn": bool(torch.backends.cudnn.allow_tf32)}
+        return tf32_flags()
 
     def grad_scaler(self, precision: str) -> Any | None:
         return torch.amp.GradScaler("cuda") if precision == "fp16" else None
@@ -151,6 +218,18 @@ class CUDABackend(ComputeBackend):
 
     def peak_memory(self, device: torch.device) -> int:
         return int(torch.cuda.max_memory_allocated(device))
+
+    def memory_details(self, device: torch.device) -> dict[str, int | None]:
+        """Beside the allocated peak: the peak the caching allocator reserved (FSDP2's
+        per-stream pools, fragmentation) and what NVML sees in use on the board (the CUDA
+        context, NCCL's buffers and any other process included)."""
+        return {"reserved": int(torch.cuda.max_memory_reserved(device)),
+                "device_used": nvml.device_memory_used(device.index or 0, _nvml_uuid(device))}
+
+    def device_key(self, device: torch.device) -> str | None:
+        """The board a device is (NVML's UUID): ranks that share one count its energy and its
+        peak once."""
+        return _nvml_uuid(device) or f"cuda:{device.index}"
 
     def energy_meter(self, device: torch.device) -> nvml.NVMLEnergyMeter | None:
         uuid = _nvml_uuid(device)

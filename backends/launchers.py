@@ -177,6 +177,21 @@ _SIGNAL_TEXTS = {text: number for number in signal.Signals
                  if (text := signal.strsignal(number)) is not None}
 
 
+def srun_cpus_per_task(spec: RunSpec, environ: dict[str, str] | None = None) -> int:
+    """CPUs per rank: the threads asked for; for a GPU rank without them, the node's CPUs
+    divided among its ranks (NCCL's proxy and watchdog threads, autograd's threads and the
+    pin-memory thread would otherwise share the one core Slurm gives a task by default);
+    else one."""
+    if spec.threads:
+        return spec.threads
+    if spec.backend != "cuda":
+        return 1
+    env = os.environ if environ is None else environ
+    node = env.get("SLURM_CPUS_ON_NODE", "")
+    cpus = int(node) if node.isdigit() else len(os.sched_getaffinity(0))
+    return max(1, cpus // max(1, spec.nproc_per_node))
+
+
 def _task_list(text: str) -> list[int]:
     """Slurm's task list: "1", "0,2" or "0-3"."""
     tasks: list[int] = []
@@ -205,7 +220,7 @@ class SlurmLauncher(Launcher):
                  rank_args: list[str], forward: Sequence[str]) -> list[LaunchCommand]:
         argv = ["srun", "--ntasks", str(spec.world_size), "--nodes", str(spec.nnodes),
                 "--ntasks-per-node", str(spec.nproc_per_node), "--kill-on-bad-exit=1",
-                "--export=ALL", f"--cpus-per-task={max(1, spec.threads)}"]
+                "--export=ALL", f"--cpus-per-task={srun_cpus_per_task(spec)}"]
         if spec.comm == "mpi":
             argv.append("--mpi=pmix")
         argv += [*_python(), "-m", "harness.rank.main", *rank_args]

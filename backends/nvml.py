@@ -241,21 +241,50 @@ class NVMLSampler:
                 self._note(f"utilisation: {_describe(nv, err)}")
 
 
-# NVML's clock event ("throttle") reasons by name, in the bit order NVML defines them.
-CLOCK_REASONS = ("GpuIdle", "ApplicationsClocksSetting", "SwPowerCap", "HwSlowdown", "SyncBoost",
-                 "SwThermalSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown",
-                 "DisplayClockSetting")
+# The prefixes nvidia-ml-py names NVML's clock event ("throttle") reason bits with: the newer
+# "ClocksEvent" set lacks some bits the older "ClocksThrottle" set names (0x200 BoardLimit,
+# 0x400 Reliability), so both are read.
+REASON_PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
+# Names that are not one bit (All, None) or that alias another bit's name.
+_NOT_A_REASON = {"All", "None", "UserDefinedClocks"}
+
+
+def reason_bits(nv: ModuleType) -> dict[int, str]:
+    """Every single-bit reason nvidia-ml-py names, by bit: {0x4: "SwPowerCap", ...}."""
+    bits: dict[int, str] = {}
+    for prefix in REASON_PREFIXES:
+        for attribute in dir(nv):
+            name = attribute[len(prefix):]
+            value = getattr(nv, attribute)
+            if (attribute.startswith(prefix) and name not in _NOT_A_REASON
+                    and isinstance(value, int) and value > 0 and value & (value - 1) == 0):
+                bits.setdefault(value, name)
+    return bits
 
 
 def clock_reasons(nv: ModuleType, mask: int) -> list[str]:
-    """The names of the reasons set in NVML's clock event mask."""
+    """The names of the reasons set in NVML's clock event mask, in bit order; a bit that
+    nvidia-ml-py does not name is kept as its hexadecimal value."""
+    bits = reason_bits(nv)
     names = []
-    for name in CLOCK_REASONS:
-        bit = getattr(nv, f"nvmlClocksEventReason{name}",
-                      getattr(nv, f"nvmlClocksThrottleReason{name}", None))
-        if isinstance(bit, int) and mask & bit:
-            names.append(name)
+    bit = 1
+    while bit <= mask:
+        if mask & bit:
+            names.append(bits.get(bit, hex(bit)))
+        bit <<= 1
     return names
+
+
+def device_memory_used(index: int = 0, uuid: str | None = None) -> int | None:
+    """Bytes in use on the GPU as NVML sees it: every process's allocations, CUDA contexts and
+    NCCL's buffers included (torch's allocator sees only its own); None where NVML cannot
+    answer."""
+    try:
+        with nvml_session() as nv:
+            info = _optional(nv, nv.nvmlDeviceGetMemoryInfo, _handle(nv, index, uuid))
+            return int(info.used) if info is not None else None
+    except NVMLUnavailable:
+        return None
 
 
 def device_clocks(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
@@ -278,6 +307,7 @@ def device_clocks(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
                 "max_sm_clock_mhz": _optional(nv, nv.nvmlDeviceGetMaxClockInfo, handle,
                                               nv.NVML_CLOCK_SM),
                 "clock_reasons": clock_reasons(nv, int(mask)) if mask is not None else None,
+                "clock_reason_mask": int(mask) if mask is not None else None,
                 "temperature_c": _optional(nv, nv.nvmlDeviceGetTemperature, handle,
                                            nv.NVML_TEMPERATURE_GPU),
                 "power_w": power / 1000.0 if power is not None else None,

@@ -30,13 +30,21 @@ def _in_run_peaks(context: CollectContext) -> tuple[float, dict[str, Any]] | Non
     ranks = [r for r in context.ranks if r.peak_readings]
     if not ranks:
         return None
-    totals: dict[str, float] = {}
-    bandwidth: dict[str, float] = {}
+    # One reading per device and moment: ranks sharing a GPU (--share-gpu) each time the whole
+    # board, which counts once (the higher reading).
+    per_device: dict[tuple[str, str], dict[str, float]] = {}
     for rank in ranks:
         for reading in rank.peak_readings:
-            totals[reading["when"]] = totals.get(reading["when"], 0.0) + reading["flops"]
-            bandwidth[reading["when"]] = (bandwidth.get(reading["when"], 0.0)
-                                          + reading["memory_bandwidth"])
+            key = (reading["when"], rank.device_key or f"rank {rank.rank}")
+            held = per_device.setdefault(key, {"flops": 0.0, "memory_bandwidth": 0.0})
+            held["flops"] = max(held["flops"], reading["flops"])
+            held["memory_bandwidth"] = max(held["memory_bandwidth"],
+                                           reading["memory_bandwidth"])
+    totals: dict[str, float] = {}
+    bandwidth: dict[str, float] = {}
+    for (when, _), held in per_device.items():
+        totals[when] = totals.get(when, 0.0) + held["flops"]
+        bandwidth[when] = bandwidth.get(when, 0.0) + held["memory_bandwidth"]
     peak = max(totals.values())
     spread = (peak - min(totals.values())) / peak if peak > 0 else 0.0
     lead = ranks[0].peak_readings[0]
@@ -45,18 +53,28 @@ def _in_run_peaks(context: CollectContext) -> tuple[float, dict[str, Any]] | Non
                   "memory_bandwidth_readings": bandwidth,
                   "per_rank": [[r["flops"] for r in rank.peak_readings] for rank in ranks],
                   "precision": context.spec.precision, "threads": lead["threads"],
-                  "per_size": lead["per_size"], "devices": len(ranks),
+                  "per_size": lead["per_size"], "devices": _devices(context, ranks),
                   "method": "best per-size median of square GEMMs, timed in the run before "
                             "and after the measured steps on every rank; peak = the higher "
                             "total"}
+
+
+def _devices(context: CollectContext, ranks: list[Any]) -> int:
+    """Distinct devices the ranks ran on (ranks sharing a GPU count it once); where the ranks
+    do not say, one per rank."""
+    keys = {rank.device_key for rank in ranks}
+    if None in keys or not keys:
+        return len(ranks) if context.spec.backend != "cuda" else \
+            context.spec.nnodes * context.spec.nproc_per_node
+    return len(keys)
 
 
 def _cached_peak(context: CollectContext) -> tuple[float, dict[str, Any]] | None:
     peak = context.peak
     if peak is None:
         return None
-    devices = context.spec.nnodes * (context.spec.nproc_per_node
-                                     if context.spec.backend == "cuda" else 1)
+    devices = _devices(context, context.ranks) if context.spec.backend == "cuda" else \
+        context.spec.nnodes
     extra: dict[str, Any] = {
         "peak_source": "cached", "per_device": peak.flops, "devices": devices,
         "precision": peak.precision, "threads": peak.threads, "measured_at": peak.measured_at,
@@ -77,6 +95,10 @@ def mfu(context: CollectContext) -> list[Metric]:
     if found_peak is None:
         return []
     total_peak, extra = found_peak
+    if getattr(context.spec, "share_gpu", False):
+        extra = {**extra, "shared_devices": (
+            f"{len(context.ranks)} ranks on {extra.get('devices')} GPU(s) (--share-gpu): each "
+            "GPU's peak counts once, so MFU is per GPU, not per rank")}
     achieved = context.get("achieved_flops")
     rate = achieved.value if achieved is not None else None
     # Each step's rate is an MFU sample too: one above the peak is as impossible as a value.

@@ -11,5 +11,20 @@ def peak_memory(context: CollectContext) -> list[Metric]:
     if not values:
         return []
     kind = "allocated device memory" if context.spec.backend == "cuda" else "resident set"
-    return [Metric("peak_memory", "bytes", float(max(values)), higher_is_better=False,
-                   extra={"per_rank": values, "kind": kind})]
+    found = [Metric("peak_memory", "bytes", float(max(values)), higher_is_better=False,
+                    extra={"per_rank": values, "kind": kind})]
+    # Beside the allocated peak on a GPU: what the caching allocator reserved, and what NVML
+    # saw in use on the board (context, NCCL's buffers, other processes), max over ranks.
+    for name, key, what in (
+            ("peak_memory_reserved", "reserved",
+             "peak bytes the caching allocator reserved (torch.cuda.max_memory_reserved): "
+             "the allocated peak plus pools and fragmentation"),
+            ("device_memory_used", "device_used",
+             "bytes in use on the device as NVML saw them after the steps: the CUDA context, "
+             "NCCL's buffers and any other process included")):
+        per_rank = [r.memory.get(key) for r in context.ranks]
+        known = [v for v in per_rank if v is not None]
+        if known:
+            found.append(Metric(name, "bytes", float(max(known)), higher_is_better=False,
+                                extra={"per_rank": per_rank, "kind": what}))
+    return found

@@ -125,7 +125,10 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
         ntasks_per_node: `#SBATCH --ntasks-per-node`, and `-n` (ranks per node) for every run
             unless run_args sets it; default: the largest `nproc` among the suite's runs.
         cpus_per_task: `#SBATCH --cpus-per-task`, also passed as `--threads` so that each rank
-            uses the CPUs it is given; default: the largest `threads` in the suite, else 1.
+            uses the CPUs it is given; default: the largest `threads` in the suite, else 1;
+            with `gpus_per_node`, default: none, the node is asked for whole
+            (`--exclusive`) and srun gives each GPU rank the node's CPUs divided among its
+            ranks (one CPU each, Slurm's default, would starve NCCL's and autograd's threads).
         gpus_per_node: `#SBATCH --gpus-per-node` (omitted when None).
         time: `#SBATCH --time` in a Slurm time format ("30", "01:00:00", "1-12:00:00").
         job_name: `#SBATCH --job-name`; default `dtbench-<suite name>`.
@@ -168,7 +171,8 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
             raise UsageError(
                 f"run {spec.label()} needs {spec.nnodes} node(s) x {spec.nproc_per_node} "
                 f"rank(s); the allocation has {nodes} x {ntasks_per_node}")
-    if cpus_per_task is None:
+    whole_node = cpus_per_task is None and gpus_per_node is not None
+    if cpus_per_task is None and not whole_node:
         cpus_per_task = max([int(run.get("threads") or 0) for run in loaded.runs] + [1])
     job_name = _check_token("job name", job_name or f"dtbench-{loaded.name}")
     for what, value in (("log", log), ("partition", partition), ("account", account),
@@ -187,8 +191,12 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
     extra = [_check_token("option", option) for option in extra_sbatch]
 
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
-             f"#SBATCH --ntasks-per-node={ntasks_per_node}",
-             f"#SBATCH --cpus-per-task={cpus_per_task}"]
+             f"#SBATCH --ntasks-per-node={ntasks_per_node}"]
+    if whole_node:
+        if "--exclusive" not in extra:
+            lines.append("#SBATCH --exclusive")
+    else:
+        lines.append(f"#SBATCH --cpus-per-task={cpus_per_task}")
     if gpus_per_node is not None:
         lines.append(f"#SBATCH --gpus-per-node={gpus_per_node}")
     lines += [f"#SBATCH --time={time}", f"#SBATCH --output={log}"]
@@ -200,8 +208,10 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
         lines.append(f"#SBATCH --chdir={chdir}")
     lines += [f"#SBATCH {option}" for option in extra]
     command = [dtbench.strip(), "run", shlex.quote(_suite_argument(suite)),
-               "--launcher", "slurm", "--threads", str(cpus_per_task),
-               "--out", shlex.quote(out_dir)]
+               "--launcher", "slurm"]
+    if not whole_node:
+        command += ["--threads", str(cpus_per_task)]
+    command += ["--out", shlex.quote(out_dir)]
     if json_file is not None:
         command += ["--json", shlex.quote(json_file)]
     if max(spec.nnodes for spec in specs) > 1:

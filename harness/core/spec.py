@@ -125,6 +125,11 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
              help="run even when ranks x threads exceed 4x the usable cores or the estimated "
              "memory exceeds the machine's"),
+    RunField("share_gpu", ("--share-gpu",), action="store_true", default=None, suite=bool,
+             key_default=False,
+             help="let ranks on a node share a GPU (refused otherwise: NCCL cannot, and a "
+             "board's energy and peak would count twice); each GPU's energy and peak then "
+             "count once, MFU per GPU"),
     RunField("data", ("--data",), suite=str,
              help="read samples from files: an image folder, WebDataset tar shards, HDF5 or a "
              "tokens file (dtbench data make), in throughput and time-to-train runs; .npz/.h5 "
@@ -202,6 +207,7 @@ class RunSpec:
     data: str | None = None
     loader_workers: int = 0
     skip_bad_samples: bool = False
+    share_gpu: bool = False
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     peak: str = "in-run"

@@ -93,31 +93,83 @@ SUSTAIN_S = {"cuda": 10.0}
 SUSTAIN_WINDOW_S = 0.25
 
 
+# How often the device's clocks are read during the last half of the sustained run.
+CLOCK_EVERY_S = 0.5
+
+
 def _sustained(gemm: Any, flops_per_call: float, call_s: float, backend: Any,
-               device: torch.device, seconds: float) -> float:
+               device: torch.device, seconds: float) -> tuple[float, list[dict[str, Any]]]:
     """FLOP/s of `gemm` run back to back for `seconds`, in windows of about
-    SUSTAIN_WINDOW_S each timed on the device; the median over the last half of them."""
+    SUSTAIN_WINDOW_S each timed on the device; the median over the last half of them. With it,
+    the device's clocks read every CLOCK_EVERY_S over that last half, between windows that
+    the host queues ahead of the device: read while the device works, not once it went idle
+    (a reading after the final synchronise shows GpuIdle, not the limit that held)."""
     per_window = max(1, round(SUSTAIN_WINDOW_S / max(call_s, 1e-9)))
     timer = backend.timer(device)
+    readings: list[dict[str, Any]] = []
     started = time.perf_counter()
-    while time.perf_counter() - started < seconds:
+    read_at = started + seconds / 2
+    while (now := time.perf_counter()) - started < seconds:
         timer.start()
         for _ in range(per_window):
             gemm()
         timer.stop()
+        if now >= read_at:
+            reading = backend.clocks(device)
+            if reading is not None:
+                readings.append(reading)
+            read_at = now + CLOCK_EVERY_S
     windows = timer.samples()
     tail = windows[len(windows) // 2:] or windows
-    return per_window * flops_per_call / statistics.median(tail)
+    return per_window * flops_per_call / statistics.median(tail), readings
+
+
+def clocks_under_load(readings: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Clock readings taken during a sustained run, as one summary: the median SM and memory
+    clocks, power and the highest temperature; each clock event reason with the share of
+    readings that had it (most frequent first) and every raw mask seen, so that a bit
+    nvidia-ml-py does not name is kept too."""
+    usable = [r for r in readings if "unavailable" not in r]
+    if not usable:
+        return readings[0] if readings else None
+
+    def median_of(key: str) -> float | None:
+        values = [r[key] for r in usable if isinstance(r.get(key), (int, float))]
+        return statistics.median(values) if values else None
+
+    counts: dict[str, int] = {}
+    for reading in usable:
+        for name in reading.get("clock_reasons") or []:
+            counts[name] = counts.get(name, 0) + 1
+    temperatures = [r["temperature_c"] for r in usable
+                    if isinstance(r.get("temperature_c"), (int, float))]
+    masks = sorted({r["clock_reason_mask"] for r in usable
+                    if isinstance(r.get("clock_reason_mask"), int)})
+    return {"sm_clock_mhz": median_of("sm_clock_mhz"),
+            "min_sm_clock_mhz": min((r["sm_clock_mhz"] for r in usable
+                                     if isinstance(r.get("sm_clock_mhz"), (int, float))),
+                                    default=None),
+            "memory_clock_mhz": median_of("memory_clock_mhz"),
+            "max_sm_clock_mhz": median_of("max_sm_clock_mhz"),
+            "clock_reasons": sorted(counts, key=lambda name: -counts[name]),
+            "clock_reason_share": {name: counts[name] / len(usable) for name in counts},
+            "clock_reason_masks": masks,
+            "temperature_c": max(temperatures) if temperatures else None,
+            "power_w": median_of("power_w"),
+            "readings": len(usable),
+            "read": "during the last half of the sustained run, while the device worked"}
 
 
 def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int = 8,
                  budget_s: float = 4.0, device: torch.device | None = None,
                  gemm_sizes: tuple[int, ...] | None = None,
-                 copy_bytes: int | None = None, sustain_s: float | None = None) -> PeakResult:
+                 copy_bytes: int | None = None, sustain_s: float | None = None,
+                 backend: Any = None) -> PeakResult:
     """Time square matmuls and a large copy on the backend's device, in this process (sizes
     default to GEMM_SIZES and COPY_BYTES of the device type); then, for `sustain_s` (default
     SUSTAIN_S of the device type, none for CPUs), the best size back to back, with the
-    device's clocks read at its end.
+    device's clocks read while it runs. `backend`: the rank's own backend object (bound to
+    its device) where a rank measures; a fresh one otherwise.
 
     Sizes grow until a size would not fit the engine's time budget: on a CPU without bf16
     instructions torch.mm in bf16 runs at about 1 GFLOP/s, where a 2048-cube takes 17 s a
@@ -125,7 +177,7 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
     """
     from backends import COMPUTE_BACKENDS
 
-    backend = COMPUTE_BACKENDS.get(backend_name)()
+    backend = backend if backend is not None else COMPUTE_BACKENDS.get(backend_name)()
     settings = backend.configure(threads, precision)
     device = device or backend.device()
     dtype = DTYPES[precision]
@@ -152,9 +204,9 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
     if sustain > 0:
         engine, _, size = best.rpartition(" ")
         n = int(size)
-        sustained = _sustained(_gemm_engines(n, device, dtype)[engine], 2 * n**3,
-                               2 * n**3 / burst, backend, device, sustain)
-        clocks = backend.clocks(device)
+        sustained, readings = _sustained(_gemm_engines(n, device, dtype)[engine], 2 * n**3,
+                                         2 * n**3 / burst, backend, device, sustain)
+        clocks = clocks_under_load(readings)
     elements = (copy_bytes or COPY_BYTES.get(device.type, COPY_BYTES["cuda"])) // 4
     src = torch.ones(elements, device=device)
     dst = torch.empty_like(src)
@@ -175,20 +227,22 @@ IN_RUN_BUDGET_S = 0.3
 
 
 def in_run_reading(backend_name: str, precision: str, threads: int, device: torch.device,
-                   when: str) -> dict[str, Any]:
+                   when: str, backend: Any = None) -> dict[str, Any]:
     """A quick peak reading inside a run (`when` = before/after the measured steps): the same
     GEMMs and copy as `dtbench peak`, on a shorter time budget per engine.
 
     The training around it must go on as without it: the operands come from a private
     generator, the random streams are forked besides (nothing in the reading can advance
-    them), and the thread count the rank trains with is restored.
+    them), and the thread count the rank trains with is restored. `backend` is the rank's
+    own, bound to `device`: a fresh one must not pick a device of its own.
     """
     threads_before = torch.get_num_threads()
     devices = [device.index or 0] if device.type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=devices):
             result = measure_peak(backend_name, precision, threads, reps=5,
-                                  budget_s=IN_RUN_BUDGET_S, device=device, sustain_s=0.0)
+                                  budget_s=IN_RUN_BUDGET_S, device=device, sustain_s=0.0,
+                                  backend=backend)
     finally:
         torch.set_num_threads(threads_before)
     return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,

@@ -47,7 +47,7 @@ def bind_device(spec: Any, who: RankIdentity) -> Any:
         return None
     from backends.cuda import CUDABackend
 
-    return CUDABackend().bind(who.local_rank)
+    return CUDABackend().bind(who.local_rank, bool(getattr(spec, "share_gpu", False)))
 
 
 def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
@@ -63,7 +63,7 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
         if spec.comm == "nccl" and nccl_timeout_s is not None else store_timeout
     backend = spec.comm
     if meter is not None and spec.comm in COUNTED:
-        backend = register_counted_backend(spec.comm, meter)
+        backend = register_counted_backend(spec.comm, meter, device)
     if spec.comm == "mpi":
         from backends.mpi_pg import init_mpi_process_group
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from backends.base import StepTimer
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.feed import Feed
+from harness.rank.measure import Decider, measure
 from harness.rank.trainer import Trainer
 from harness.records.rundir import CHECK_SYNC_VAR, RankResult
 from harness.strategies.meter import CommMeter
@@ -38,7 +38,7 @@ def _peak_reading(trainer: Trainer, result: RankResult, when: str) -> None:
 
     threads = int(trainer.settings.get("threads", spec.threads))
     result.peak_readings.append(in_run_reading(spec.backend, spec.precision, threads,
-                                               trainer.device, when))
+                                               trainer.device, when, trainer.backend))
     trainer.backend.release_freed_memory(trainer.device)
 
 
@@ -193,37 +193,22 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     meter = backend.energy_meter(device)
     energy_start = meter.joules() if meter is not None else None
     timer = backend.timer(device)
-    # Losses go into one preallocated tensor: keeping per-step loss tensors fragments the
-    # heap (and each can pin a large buffer), growing memory step by step.
-    losses = torch.empty(spec.steps if spec.target_ci is None else max(spec.steps, 64),
-                         device=device)
     check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
     waits: list[float] = []
-    decision = adaptive.Decision(True, 0, adaptive.FIXED)
-    started = time.perf_counter()
-    index = 0
-    while True:
+
+    def step(index: int) -> torch.Tensor:
         inject_fault(rank, index, trainer.model)
-        if index == losses.numel():  # an adaptive run past its room: double it
-            losses = torch.cat([losses, torch.empty_like(losses)])
-        timer.start()  # a step pays the wait for its batch, as training does
         inputs, targets, waited = feed.next()
         waits.append(waited)
-        losses[index] = trainer.step(inputs, targets)
-        timer.stop()
+        return trainer.step(inputs, targets)
+
+    def after(index: int) -> None:
         _end_step(trainer)
         if check_sync:
             result.param_checksums.append(parameter_checksum(trainer.model))
-        index += 1
-        if spec.target_ci is None:
-            progress("measure", index, spec.steps)
-            if index == spec.steps:
-                break
-            continue
-        decision = _decide(trainer, timer, index, time.perf_counter() - started)
-        progress("measure", index, index if decision.stop else max(index + 1, spec.steps))
-        if decision.stop:
-            break
+
+    decider = Decider(spec, rank, device, timer, lambda: _outside(trainer, "stop decision"))
+    losses, index, decision = measure(spec, device, timer, decider, step, after, progress)
     backend.synchronize(device)
     times = timer.samples()
     result.settling_times = times[:decision.discard]
@@ -238,38 +223,12 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     else:
         result.energy_reason = backend.energy_unavailable_reason()
     result.peak_memory = backend.peak_memory(device)
+    result.memory = backend.memory_details(device)
     _peak_reading(trainer, result, "after")
     result.losses = [float(v) for v in losses[:index].cpu()]
     _finish(trainer, result, len(result.step_times))
     check_finite(result.losses, spec.warmup)
     return result
-
-
-# What a stop decision's broadcast carries besides the cut: the reason, by number.
-_REASONS = ("", adaptive.TARGET_MET, adaptive.BUDGET_SPENT)
-
-
-def _decide(trainer: Trainer, timer: StepTimer, measured: int, elapsed: float) -> adaptive.Decision:
-    """Rank 0's decision after `measured` steps, which every rank takes: no rank may stop
-    alone, since the others would wait in its next step's collectives: one broadcast a step,
-    outside the step's time and its counted bytes (the time budget may end a run at any
-    step)."""
-    spec = trainer.spec
-    decision = adaptive.Decision(False, 0)
-    if trainer.rank == 0:
-        decision = adaptive.decide(timer.samples(), elapsed, min_steps=spec.steps,
-                                   target=spec.target_ci / 100.0, max_time=spec.max_time)
-    if spec.world_size == 1:
-        return decision
-    import torch.distributed as dist
-
-    device = trainer.device if spec.comm == "nccl" else torch.device("cpu")
-    word = torch.tensor([int(decision.stop), decision.discard,
-                         _REASONS.index(decision.reason)], dtype=torch.int64, device=device)
-    with _outside(trainer, "stop decision"):
-        dist.broadcast(word, src=0)
-    stop, discard, reason = (int(v) for v in word.cpu())
-    return adaptive.Decision(bool(stop), discard, _REASONS[reason])
 
 
 def run_time_to_train(spec: RunSpec, log_path: Path | None, rank: int = 0, local_rank: int = 0,
@@ -322,6 +281,8 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     backend, device = trainer.backend, trainer.device
     _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
+    meter_energy = backend.energy_meter(device)
+    energy_start = meter_energy.joules() if meter_energy is not None else None
     timer = backend.timer(device)
     shard = trainer.data_shard()
     steps_per_epoch = len(train) // shard[1] // spec.batch_per_rank
@@ -367,7 +328,12 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     elapsed = time.perf_counter() - started
     log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
                                        else mlperf.STATUS_ABORTED})
+    if meter_energy is not None and energy_start is not None:
+        result.energy_joules = meter_energy.joules() - energy_start  # evaluations included
+    else:
+        result.energy_reason = backend.energy_unavailable_reason()
     result.peak_memory = backend.peak_memory(device)  # before the probe (see run_throughput)
+    result.memory = backend.memory_details(device)
     _peak_reading(trainer, result, "after")
     result.step_times = timer.samples()
     result.losses = [float(v) for v in losses[:step].cpu()]
@@ -375,6 +341,5 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     result.target_reached = reached
     result.time_to_train = elapsed
     result.events = log.events
-    result.energy_reason = backend.energy_unavailable_reason()
     _finish(trainer, result, step)
     return result

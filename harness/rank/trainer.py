@@ -28,7 +28,7 @@ class Trainer:
         self.workload = get_workload(spec.workload)
         self.preset = self.workload.preset(spec.size)
         self.backend = COMPUTE_BACKENDS.get(spec.backend)()
-        self.device = self.backend.bind(local_rank)
+        self.device = self.backend.bind(local_rank, spec.share_gpu)
         self.settings = self.backend.configure(spec.threads, spec.precision)
         self.channels_last = spec.channels_last and self.workload.image_model
         self.meter = meter
@@ -103,8 +103,10 @@ class Trainer:
         the step where the strategy places it (Strategy.straggle), else after it."""
         started = time.perf_counter()
         loss = self.strategy.step(inputs, targets)
+        if self.straggler_factor <= 1.0:
+            return loss  # the clock's steps are not read: on a GPU that would wait for it
         steps = self.strategy.clock.steps
-        if self.straggler_factor > 1.0 and not (steps and "straggler_delay" in steps[-1]):
+        if not (steps and "straggler_delay" in steps[-1]):
             phases = steps[-1] if steps else {}
             compute = sum(phases.get(name, 0.0) for name in ("forward", "backward",
                                                              "optimizer")) \
@@ -121,4 +123,5 @@ class Trainer:
     def new_result(self) -> RankResult:
         return RankResult(rank=self.rank, world_size=self.spec.world_size,
                           device_name=self.backend.device_name(self.device),
-                          settings=self.settings)
+                          settings=self.settings,
+                          device_key=self.backend.device_key(self.device))

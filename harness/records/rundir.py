@@ -87,6 +87,10 @@ class RankResult:
     measurement: dict[str, Any] = field(default_factory=dict)
     losses: list[float] = field(default_factory=list)
     peak_memory: int | None = None
+    # Memory figures beside the allocated peak (a GPU's reserved peak and NVML's in-use bytes)
+    memory: dict[str, int | None] = field(default_factory=dict)
+    # The physical device the rank ran on (a GPU's UUID), where ranks could share one
+    device_key: str | None = None
     energy_joules: float | None = None
     energy_reason: str | None = None
     quality: dict[str, float] | None = None

@@ -64,8 +64,31 @@ def check_fits(spec: RunSpec, cores: int | None = None, memory: int | None = Non
                          "smaller batch, or add --oversubscribe to run anyway")
 
 
+def visible_gpus() -> int:
+    """CUDA devices this process sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def check_gpus(spec: RunSpec, gpus: int | None = None) -> None:
+    """UsageError when the GPU ranks of a node outnumber its GPUs, unless --share-gpu: NCCL
+    refuses two ranks on one device, and a shared board's energy and peak would be counted
+    once per rank."""
+    if spec.backend != "cuda" or spec.share_gpu:
+        return
+    gpus = visible_gpus() if gpus is None else gpus
+    if gpus and spec.nproc_per_node > gpus:
+        from backends.cuda import shared_device_message
+
+        raise UsageError(shared_device_message(spec.nproc_per_node, gpus))
+
+
 def check_all(specs: list[RunSpec], oversubscribe: bool) -> None:
-    """check_fits for every planned spec (once per distinct placement), unless told not to."""
+    """check_gpus for every planned spec; check_fits too (once per distinct placement),
+    unless told not to."""
+    for spec in specs:
+        check_gpus(spec)
     if oversubscribe:
         return
     seen = set()

@@ -9,6 +9,27 @@ from typing import Any
 
 import torch
 
+# Steps a GPU clock leaves unresolved behind the newest: resolving a step waits only for its
+# own last event, which the device finished while the later steps were queued, so the host
+# never drains the device's queue (a synchronise per step would start each step on an idle
+# GPU and add the launch latency that training hides).
+LAG_STEPS = 2
+
+
+@dataclass
+class _Step:
+    """One step's phases: host seconds already known, device events still to be read."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    events: list[tuple[str, Any, Any]] = field(default_factory=list)
+
+    def resolve(self) -> dict[str, float]:
+        for name, start, end in self.events:
+            end.synchronize()
+            self.seconds[name] = self.seconds.get(name, 0.0) + start.elapsed_time(end) / 1000.0
+        self.events = []
+        return self.seconds
+
 
 @dataclass
 class PhaseClock:
@@ -16,53 +37,59 @@ class PhaseClock:
 
     On the host a phase is the wall time of its block. On a GPU that time would be the time to
     launch its kernels, so a phase there is the time between two events recorded on the
-    device's current stream at the block's edges (what the device spent on the phase's work
-    and on waiting for it), resolved when the step ends or when a figure is asked for."""
+    device's stream at the block's edges (what the device spent on the phase's work and on
+    waiting for it). Those events are read LAG_STEPS steps later, or when `steps` or
+    `so_far` asks (which waits for the device)."""
 
     device: torch.device | None = None
-    steps: list[dict[str, float]] = field(default_factory=list)
-    _current: dict[str, float] = field(default_factory=dict)
-    _pending: list[tuple[str, Any, Any]] = field(default_factory=list)
+    _done: list[dict[str, float]] = field(default_factory=list)
+    _unresolved: list[_Step] = field(default_factory=list)
+    _current: _Step = field(default_factory=_Step)
 
     @property
     def on_device(self) -> bool:
         return self.device is not None and self.device.type == "cuda"
 
+    def _event(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         if self.on_device:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
+            start = self._event()
             try:
                 yield
             finally:
-                end.record()
-                self._pending.append((name, start, end))
+                self._current.events.append((name, start, self._event()))
             return
         started = time.perf_counter()
         try:
             yield
         finally:
-            self._current[name] = self._current.get(name, 0.0) + time.perf_counter() - started
+            self.add(name, time.perf_counter() - started)
 
     def add(self, name: str, seconds: float) -> None:
-        self._current[name] = self._current.get(name, 0.0) + seconds
-
-    def _resolve(self) -> None:
-        """Wait for each pending phase's end on the device, then file its time."""
-        for name, start, end in self._pending:
-            end.synchronize()
-            self.add(name, start.elapsed_time(end) / 1000.0)
-        self._pending = []
+        self._current.seconds[name] = self._current.seconds.get(name, 0.0) + seconds
 
     def so_far(self, *names: str) -> float:
         """The seconds the current step has spent so far in the named phases (on a GPU this
         waits for the device to finish them)."""
-        self._resolve()
-        return sum(self._current.get(name, 0.0) for name in names)
+        seconds = self._current.resolve()
+        return sum(seconds.get(name, 0.0) for name in names)
 
     def end_step(self) -> None:
-        self._resolve()
-        self.steps.append(self._current)
-        self._current = {}
+        """Close the step; on a GPU, read the one LAG_STEPS behind it (no wait for this one)."""
+        self._unresolved.append(self._current)
+        self._current = _Step()
+        while len(self._unresolved) > (LAG_STEPS if self.on_device else 0):
+            self._done.append(self._unresolved.pop(0).resolve())
+
+    @property
+    def steps(self) -> list[dict[str, float]]:
+        """Every closed step's phases (this reads, and so waits for, the pending ones). The
+        list is the clock's own: a caller may add a figure to a step it holds."""
+        while self._unresolved:
+            self._done.append(self._unresolved.pop(0).resolve())
+        return self._done

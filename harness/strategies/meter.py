@@ -263,11 +263,13 @@ class CountingProcessGroup(dist.ProcessGroup):
 
     def barrier(self, opts: Any = None) -> dist.Work:
         if self._comm == "nccl":
-            # NCCL's barrier is an allreduce on a device: this rank's, not one it guesses
-            # from its rank.
+            # NCCL's barrier is an allreduce on a device: the rank's bound one, not one it
+            # guesses from its rank.
             opts = opts if opts is not None else dist.BarrierOptions()
             if not opts.device_ids:
-                opts.device_ids = [torch.cuda.current_device()]
+                bound = self.bound_device_id
+                opts.device_ids = [bound.index if bound is not None
+                                   else torch.cuda.current_device()]
         return self._call(("barrier",), opts)
 
     # -- point to point -----------------------------------------------------------------------
@@ -306,26 +308,38 @@ class _Target:
     process-wide, so the creator reads it from here rather than from a closure)."""
 
     meter: CommMeter | None = None
+    # the rank's GPU (NCCL): every group created keeps it as its bound device
+    device: torch.device | None = None
 
 
 _TARGET = _Target()
 
 
-def register_counted_backend(comm: str, meter: CommMeter) -> str:
+def register_counted_backend(comm: str, meter: CommMeter,
+                             device: torch.device | None = None) -> str:
     """Register (once per process) a counted backend for `comm` (gloo, MPI or NCCL) whose
     groups wrap the real ones and count into `meter`; returns the backend name to
-    initialise the process group with."""
+    initialise the process group with.
+
+    `device`, the rank's bound GPU, becomes each NCCL group's `bound_device_id`: torch sets
+    it on a placeholder group that it discards for the creator's ProcessGroup subclass, and
+    without it barriers warn and guess a device, and new_group and DeviceMesh dimensions
+    cannot split the default group's communicator (each pays a full NCCL initialisation)."""
     counted = COUNTED[comm]
     name = counted.name
     _TARGET.meter = meter
+    _TARGET.device = device if comm == "nccl" else None
     if name in dist.Backend.backend_list:
         return name
 
     def create(options: Any, backend_options: Any = None) -> CountingProcessGroup:
         target = _TARGET.meter if _TARGET.meter is not None else CommMeter()
         # looked up at each group's creation: registration is once per process
-        return CountingProcessGroup(COUNTED[comm].inner(options, backend_options),
-                                    options.group_rank, options.group_size, target, name, comm)
+        group = CountingProcessGroup(COUNTED[comm].inner(options, backend_options),
+                                     options.group_rank, options.group_size, target, name, comm)
+        if _TARGET.device is not None:
+            group.bound_device_id = _TARGET.device
+        return group
 
     dist.Backend.register_backend(name, create, extended_api=True,
                                   devices=list(counted.devices))

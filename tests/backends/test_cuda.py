@@ -11,7 +11,7 @@ import torch
 
 from backends import nvml
 from backends.base import COMPUTE_BACKENDS, Availability
-from backends.cuda import CUDABackend, CUDAEventTimer
+from backends.cuda import CUDABackend, CUDAEventTimer, DeviceShared
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -21,11 +21,10 @@ GPU0 = torch.device("cuda", 0)
 @pytest.fixture
 def global_flags() -> Iterator[None]:
     """configure() flips process-wide torch flags; put them back for the other tests."""
-    saved = (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
-             torch.backends.cudnn.allow_tf32)
+    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
+    saved = (torch.backends.cudnn.benchmark, matmul.fp32_precision, conv.fp32_precision)
     yield
-    (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32,
-     torch.backends.cudnn.allow_tf32) = saved
+    torch.backends.cudnn.benchmark, matmul.fp32_precision, conv.fp32_precision = saved
 
 
 class FakeClock:
@@ -96,29 +95,63 @@ def test_available_with_device(monkeypatch: pytest.MonkeyPatch) -> None:
     assert CUDABackend.availability() == Availability.yes()
 
 
-def test_device_follows_local_rank() -> None:
+@pytest.fixture
+def gpus(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """A node's GPUs as torch counts them, and the device made current."""
+    state = SimpleNamespace(count=4, current=[])
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: state.count)
+    monkeypatch.setattr(torch.cuda, "set_device", state.current.append)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return state
+
+
+def test_device_follows_local_rank(gpus: SimpleNamespace,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
     assert CUDABackend().device(3) == torch.device("cuda", 3)
+    # srun or a wrapper giving each task its own GPU: every rank's is cuda:0
+    gpus.count = 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5")
+    assert CUDABackend().device(3) == torch.device("cuda", 0)
 
 
-def test_configure_sets_device_cudnn_and_tf32(
-    monkeypatch: pytest.MonkeyPatch, global_flags: None
-) -> None:
-    current: list[int] = []
+def test_ranks_beyond_the_gpus_are_refused_unless_shared(gpus: SimpleNamespace) -> None:
+    """Two ranks on one of two GPUs used to be taken modulo the count, silently."""
+    gpus.count = 2
+    with pytest.raises(DeviceShared, match="3 rank.* 2 visible GPU.*--share-gpu"):
+        CUDABackend().device(2)
+    assert CUDABackend().device(2, share=True) == torch.device("cuda", 0)
+    gpus.count = 1  # one GPU on the node, no per-task visibility: sharing too
+    with pytest.raises(DeviceShared):
+        CUDABackend().bind(1)
+    assert gpus.current == []
+
+
+def test_the_bound_device_stays_through_configure_and_probes(
+        gpus: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, global_flags: None) -> None:
+    """A rank bound to cuda:1 (mpirun: no LOCAL_RANK) keeps it: configure(), as the in-run
+    peak probe calls it on a backend of its own, used to set the device from $LOCAL_RANK or
+    0 again."""
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
     threads: list[int] = []
-    monkeypatch.setattr(torch.cuda, "set_device", current.append)
     monkeypatch.setattr(torch, "set_num_threads", threads.append)
-    monkeypatch.setenv("LOCAL_RANK", "2")
+    backend = CUDABackend()
+    assert backend.bind(1) == torch.device("cuda", 1)
+    assert gpus.current == [torch.device("cuda", 1)]
     torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
 
-    applied = CUDABackend().configure(4, "bf16")
+    applied = backend.configure(4, "bf16")
+    CUDABackend().configure(0, "bf16")  # a probe's fresh backend
 
-    assert current == [2]
+    assert gpus.current == [torch.device("cuda", 1)]  # set once, by bind
     assert threads == [4]
+    assert applied["cuda_device"] == 1
     assert torch.backends.cudnn.benchmark is True
-    assert torch.backends.cuda.matmul.allow_tf32 is True
-    assert applied["cuda_device"] == 2
     assert applied["cudnn_benchmark"] is True
+    # TF32 through the fp32_precision API (the allow_tf32 flags warn since torch 2.9)
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    assert torch.backends.cudnn.conv.fp32_precision == "tf32"
     assert applied["tf32_matmul"] is True
     assert applied["tf32_cudnn"] is True
 
@@ -126,7 +159,7 @@ def test_configure_sets_device_cudnn_and_tf32(
 def test_configure_rejects_unknown_precision(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: None)
     with pytest.raises(ValueError, match="fp32, bf16, fp16"):
-        CUDABackend(local_rank=0).configure(0, "fp8")
+        CUDABackend().configure(0, "fp8")
 
 
 def test_grad_scaler_only_for_fp16(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,7 +297,7 @@ def test_info_without_cuda_does_not_raise() -> None:
 @pytest.mark.requires_cuda
 @requires_cuda
 def test_real_matmul_timing(global_flags: None) -> None:
-    backend = CUDABackend(local_rank=0)
+    backend = CUDABackend()
     applied = backend.configure(0, "fp32")
     device = backend.device(0)
     a = torch.randn(1024, 1024, device=device)

@@ -180,3 +180,35 @@ def test_energy_sums_ranks_and_reports_why_it_is_absent() -> None:
     assert energy(missing) == []
     assert energy_absent_reason(missing) == "no RAPL"
     assert energy_absent_reason(context(rank(energy_joules=1.0))) is None
+
+
+def test_ranks_sharing_a_gpu_count_its_energy_and_peak_once() -> None:
+    """Two ranks on one GPU (--share-gpu) each read the whole board: its energy and its peak
+    count once, and MFU is per GPU (said in the record). Two GPUs are summed."""
+    spec = SPEC.replace(backend="cuda", comm="gloo", nproc_per_node=2, share_gpu=True)
+    shared = [rank(r, 2, step_times=[0.5] * 3, energy_joules=joules, device_key="GPU-a",
+                   peak_readings=[reading("before", 4e9 + r), reading("after", 3e9)])
+              for r, joules in ((0, 100.0), (1, 101.0))]
+    (entry,) = energy(context(*shared, spec=spec))
+    assert entry.value == 101.0 and entry.extra["devices"] == 1
+    found = {m.name: m for m in collect(context(*shared, spec=spec, flops_per_sample=1e6))}
+    assert found["peak_flops"].value == 4e9 + 1 and found["peak_flops"].extra["devices"] == 1
+    assert "per GPU" in found["peak_flops"].extra["shared_devices"]
+    unread = [rank(r, 2, device_key="GPU-a") for r in range(2)]  # no in-run readings
+    cached = {m.name: m for m in mfu(context(*unread, spec=spec, peak=PEAK))}["peak_flops"]
+    assert cached.value == 1e9 and cached.extra["devices"] == 1
+    apart = [rank(r, 2, energy_joules=100.0, device_key=f"GPU-{r}") for r in range(2)]
+    (entry,) = energy(context(*apart, spec=spec.replace(share_gpu=False)))
+    assert entry.value == 200.0 and entry.extra["devices"] == 2
+
+
+def test_gpu_memory_is_reported_allocated_reserved_and_in_use() -> None:
+    ranks = [rank(0, 2, peak_memory=10, memory={"reserved": 16, "device_used": 40}),
+             rank(1, 2, peak_memory=12, memory={"reserved": 20, "device_used": None})]
+    found = {m.name: m for m in peak_memory(context(*ranks))}
+    assert found["peak_memory"].value == 12
+    assert found["peak_memory_reserved"].value == 20
+    assert found["device_memory_used"].value == 40
+    assert found["device_memory_used"].extra["per_rank"] == [40, None]
+    assert set(found) == {"peak_memory", "peak_memory_reserved", "device_memory_used"} \
+        and len(peak_memory(context(rank(peak_memory=5)))) == 1

@@ -195,3 +195,26 @@ def test_a_store_url_with_a_password_never_lands_in_the_script() -> None:
     assert "s3cret" not in str(refused.value)
     script = write_sbatch("quick", out_dir="postgresql://ci@db.example/bench")
     assert "--out postgresql://ci@db.example/bench" in script
+
+
+def test_a_gpu_script_asks_for_whole_nodes_not_one_cpu_per_rank() -> None:
+    """With GPUs and no --cpus-per-task, the script asks for the node (--exclusive) and sets
+    no --threads: srun gives each GPU rank the node's CPUs divided among its ranks."""
+    script = write_sbatch("quick", nodes=1, ntasks_per_node=4, gpus_per_node=4)
+    options = parse_sbatch_lines(script)
+    assert "--cpus-per-task" not in options and options["--exclusive"] == ""
+    assert "--threads" not in exec_line(script)
+    given = parse_sbatch_lines(write_sbatch("quick", gpus_per_node=4, cpus_per_task=6))
+    assert given["--cpus-per-task"] == "6" and "--exclusive" not in given
+
+
+def test_srun_gives_a_gpu_rank_its_share_of_the_node() -> None:
+    from backends.launchers import srun_cpus_per_task
+    from harness.core.spec import RunSpec
+
+    gpu = RunSpec(workload="resnet50", backend="cuda", comm="nccl", nproc_per_node=4)
+    assert srun_cpus_per_task(gpu, {"SLURM_CPUS_ON_NODE": "64"}) == 16
+    assert srun_cpus_per_task(gpu.replace(threads=3), {"SLURM_CPUS_ON_NODE": "64"}) == 3
+    assert srun_cpus_per_task(gpu.replace(backend="cpu", comm="gloo"), {}) == 1
+    assert srun_cpus_per_task(gpu.replace(nproc_per_node=128),
+                              {"SLURM_CPUS_ON_NODE": "64"}) == 1

@@ -60,7 +60,7 @@ from harness.rank.loops import run_throughput
 tune_allocator()  # as a rank process does: freed blocks stay in the heap
 
 
-def probe(backend, precision, threads, device, when):
+def probe(backend, precision, threads, device, when, rank_backend=None):
     # the size of dtbench's copy buffers plus GEMM-sized operands, every page touched
     buffers = [torch.ones(PROBE_MIB // 2 * 2**18), *(torch.ones(2**22) for _ in range(32))]
     touched = sum(float(b[-1]) for b in buffers)

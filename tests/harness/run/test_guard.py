@@ -59,3 +59,15 @@ def test_cli_refuses_64_ranks_and_oversubscribe_passes_the_guard(run_cli, tmp_pa
                      "--oversubscribe", "--out", "store", "-q")
     assert passed.returncode == 4, passed.stderr
     assert "nothing ran: every run was skipped" in passed.stderr
+
+
+def test_more_gpu_ranks_than_gpus_are_refused_unless_shared() -> None:
+    """Two ranks on a one-GPU node: NCCL would die with "Duplicate GPU detected", gloo would
+    count the board's energy and peak twice; a usage error says so, before anything runs."""
+    check_gpus = guard.check_gpus
+    spec = RunSpec(workload="resnet50", backend="cuda", comm="nccl", nproc_per_node=2)
+    with pytest.raises(UsageError, match="2 rank.* 1 visible GPU.*--share-gpu"):
+        check_gpus(spec, gpus=1)
+    check_gpus(spec, gpus=2)
+    check_gpus(spec.replace(share_gpu=True), gpus=1)
+    check_gpus(spec.replace(backend="cpu", comm="gloo"), gpus=1)

@@ -20,6 +20,9 @@ class FakeDevice:
     def __init__(self) -> None:
         self.queued_until = 0.0
         self.synchronized: list[float] = []
+        # waits for an event with nothing queued behind it: the device then ran dry
+        self.drained = 0
+        self.streams: list[Any] = []
 
     def run(self, seconds: float) -> None:
         self.queued_until += seconds
@@ -34,11 +37,13 @@ class FakeDevice:
                 self.waited = False
 
             def record(self, stream: Any = None) -> None:
+                device.streams.append(stream)
                 self.at = device.queued_until
 
             def synchronize(self) -> None:
                 self.waited = True
                 device.synchronized.append(self.at or 0.0)
+                device.drained += (self.at or 0.0) >= device.queued_until
 
             def elapsed_time(self, end: Any) -> float:
                 assert self.at is not None and end.at is not None and end.waited
@@ -51,6 +56,7 @@ class FakeDevice:
 def device(monkeypatch: pytest.MonkeyPatch) -> FakeDevice:
     fake = FakeDevice()
     monkeypatch.setattr(torch.cuda, "Event", fake.event_class())
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ("stream", device))
     return fake
 
 
@@ -65,8 +71,32 @@ def test_a_gpu_phase_is_the_devices_time_not_the_launch(device: FakeDevice) -> N
     clock.add("wait", 0.01)  # host-measured figures still add
     assert device.synchronized == []  # nothing waited for until a figure is needed
     clock.end_step()
+    assert device.synchronized == []  # nor at the step's end: the step is read later
     assert clock.steps == [{"forward": 0.375, "backward": 0.5, "wait": 0.01}]
-    assert device.synchronized  # the step's end waited for the device
+    assert device.synchronized  # reading the steps waited for the device
+    # every event went to the stream of the clock's device, not the current device's
+    assert set(device.streams) == {("stream", torch.device("cuda", 1))}
+
+
+def test_gpu_steps_are_read_behind_the_device_never_draining_it(device: FakeDevice) -> None:
+    """Ten steps: each end_step reads the step LAG_STEPS behind, whose events the device has
+    long passed; no wait ever finds the device's queue empty until the figures are asked for,
+    and then once."""
+    from harness.strategies.clock import LAG_STEPS
+
+    clock = PhaseClock(torch.device("cuda", 0))
+    for step in range(10):
+        with clock.phase("forward"):
+            device.run(0.1 + step / 100)
+        with clock.phase("backward"):
+            device.run(0.2)
+        clock.end_step()
+        assert device.drained == 0
+        assert len(device.synchronized) == 2 * max(0, step + 1 - LAG_STEPS)
+    steps = clock.steps
+    assert device.drained == 1  # the one wait for the newest step, when asked
+    assert [round(s["forward"], 6) for s in steps] == [round(0.1 + i / 100, 6)
+                                                       for i in range(10)]
 
 
 def test_a_host_phase_is_wall_time() -> None:

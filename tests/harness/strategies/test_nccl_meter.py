@@ -47,8 +47,9 @@ def test_every_nccl_collective_is_counted_as_the_ring_sends_it(
     group = dist.group.WORLD
     assert isinstance(group, CountingProcessGroup)
     dist.all_reduce(torch.ones(1000))
-    dist.all_gather_single(torch.empty(4000), torch.ones(1000))
-    dist.reduce_scatter_single(torch.empty(1000), torch.ones(4000))
+    # the spellings torch has had since 2.0 (all_gather_single is 2.13's, absent in 2.11)
+    dist.all_gather_into_tensor(torch.empty(4000), torch.ones(1000))
+    dist.reduce_scatter_tensor(torch.empty(1000), torch.ones(4000))
     dist.broadcast(torch.ones(1000), src=0)
     expected = (wire_bytes("allreduce", 4000, 4, "nccl", rank=1)
                 + wire_bytes("allgather", 16000, 4, "nccl", rank=1)
@@ -76,6 +77,45 @@ class _Recorder:
     def barrier(self, opts: Any = None) -> str:
         self.barriers.append(list(opts.device_ids))
         return "done"
+
+
+def test_every_nccl_group_keeps_the_ranks_bound_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch sets `bound_device_id` on a placeholder group it then discards for the counting
+    wrapper: the wrapper carries it itself, for the default group and for every group made
+    later, so barriers name the device and new_group can split the default communicator
+    (torch looks the backend up by the bound device: found here)."""
+    from torch._C._distributed_c10d import FakeProcessGroup
+    from torch.distributed.distributed_c10d import _get_default_group
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    def fake(options: Any, backend_options: Any) -> Any:
+        return FakeProcessGroup._create_internal(options.group_rank, options.group_size)
+
+    monkeypatch.setitem(meter_module.COUNTED, "nccl",
+                        meter_module.Counted("dtbench_nccl", ("cpu", "cuda"), fake))
+    gpu = torch.device("cuda", 2)
+    name = register_counted_backend("nccl", CommMeter(), gpu)
+    dist.init_process_group(name, store=FakeStore(), rank=1, world_size=4)
+    try:
+        world = _get_default_group()
+        assert isinstance(world, CountingProcessGroup) and world.bound_device_id == gpu
+        assert world._get_backend(gpu) is world.inner  # what split_group splits
+        subgroup = dist.new_group([0, 1, 2, 3])
+        assert isinstance(subgroup, CountingProcessGroup) and subgroup.bound_device_id == gpu
+    finally:
+        dist.destroy_process_group()
+    # a gloo or MPI group has no device to bind
+    register_counted_backend("gloo", CommMeter(), gpu)
+    assert meter_module._TARGET.device is None
+
+
+def test_an_nccl_barrier_names_the_bound_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    recorder = _Recorder()
+    group = CountingProcessGroup(recorder, 1, 4, CommMeter(), "dtbench_nccl", "nccl")
+    group.bound_device_id = torch.device("cuda", 2)
+    group.barrier()
+    assert recorder.barriers == [[2]]
 
 
 def test_an_nccl_barrier_names_this_ranks_device(monkeypatch: pytest.MonkeyPatch) -> None:
