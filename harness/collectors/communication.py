@@ -14,6 +14,19 @@ from harness.records.record import Metric
 KINDS = ("gradient", "parameter", "activation", "control")
 
 
+def nccl_algorithm(env: dict[str, str]) -> dict[str, Any]:
+    """NCCL's algorithm and protocol as the run fixed them (NCCL_ALGO, NCCL_PROTO), and what
+    the ring formulas are worth under them: NCCL picks per call, by size and topology, among
+    ring, tree, NVLS (NVSwitch) and CollNet, whose bytes per rank differ from the ring's."""
+    algo, proto = env.get("NCCL_ALGO"), env.get("NCCL_PROTO")
+    ring_only = algo is not None and algo.strip().lower() == "ring"
+    return {"algo": algo, "proto": proto,
+            "source": "NCCL_ALGO/NCCL_PROTO" if algo or proto else
+            "not fixed: NCCL chose per call (set NCCL_ALGO=Ring to make the formulas hold)",
+            "ring_formulas": "hold (NCCL_ALGO=Ring)" if ring_only else
+            "unverified: tree, NVLS and CollNet move other volumes than the ring"}
+
+
 def _expected(context: CollectContext) -> dict[str, float] | None:
     """The strategy's analytic bytes per step and rank (None where it has no formula)."""
     from harness.strategies import STRATEGIES
@@ -46,6 +59,8 @@ def communication(context: CollectContext) -> list[Metric]:
                    f"{comm} backend runs (harness/core/traffic.wire_bytes)",
         "wire_formula_verified": comm in WIRE_VERIFIED,
         "roles": [r.role for r in ranks]}
+    if comm == "nccl":
+        common["nccl_algorithm"] = nccl_algorithm(dict(context.spec.env))
     found = [Metric("comm_bytes", "bytes", statistics.fmean(sum(per_rank[k][i] for k in KINDS)
                                                            for i in range(len(ranks))),
                     higher_is_better=False,

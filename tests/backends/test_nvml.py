@@ -242,7 +242,8 @@ def test_clocks_and_what_holds_them_down(nvml: FakeNVML, monkeypatch: pytest.Mon
     monkeypatch.setattr(pynvml, "nvmlDeviceGetTemperature", lambda handle, sensor: 71)
     assert device_clocks(uuid="GPU-5f3c6a1e-0000-1111-2222-333344445555") == {
         "sm_clock_mhz": 1755, "memory_clock_mhz": 2619, "max_sm_clock_mhz": 1980,
-        "clock_reasons": ["SwPowerCap", "SwThermalSlowdown"], "temperature_c": 71,
+        "clock_reasons": ["SwPowerCap", "SwThermalSlowdown"], "clock_reason_mask": 0x24,
+        "temperature_c": 71,
         "power_w": 250.0}
     assert nvml.handles_by_uuid and nvml.inits == nvml.shutdowns
 

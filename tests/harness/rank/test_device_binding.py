@@ -136,7 +136,20 @@ def test_an_nccl_run_records_its_counted_bytes_as_the_ring_formulas(tmp_path: Pa
     collected = collect_run(spec, ranks, None, Store(tmp_path / "store"))
     counted = {m.name: m for m in collected.metrics}["comm_bytes"]
     assert counted.value == 1008 and counted.extra["wire_formula_verified"] is False
+    assert counted.extra["nccl_algorithm"]["ring_formulas"].startswith("unverified")
     assert "comm_bytes_unavailable" not in collected.notes
     gloo = collect_run(spec.replace(backend="cpu", comm="gloo"), ranks, None,
                        Store(tmp_path / "store"))
     assert {m.name: m for m in gloo.metrics}["comm_bytes"].extra["wire_formula_verified"]
+
+
+def test_an_nccl_record_says_which_algorithm_its_byte_formulas_assume() -> None:
+    from harness.collectors.communication import nccl_algorithm
+
+    chosen = nccl_algorithm({})
+    assert chosen["algo"] is None and "not fixed" in chosen["source"]
+    assert chosen["ring_formulas"].startswith("unverified")
+    ring = nccl_algorithm({"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"})
+    assert (ring["algo"], ring["proto"]) == ("Ring", "Simple")
+    assert ring["ring_formulas"].startswith("hold")
+    assert nccl_algorithm({"NCCL_ALGO": "NVLS"})["ring_formulas"].startswith("unverified")
