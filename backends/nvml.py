@@ -247,6 +247,9 @@ class NVMLSampler:
 REASON_PREFIXES = ("nvmlClocksEventReason", "nvmlClocksThrottleReason")
 # Names that are not one bit (All, None) or that alias another bit's name.
 _NOT_A_REASON = {"All", "None", "UserDefinedClocks"}
+# Bits that older nvidia-ml-py releases do not name (12.x, the one beside torch 2.11 on an
+# H200 here, lacks both), spelled as nvidia-ml-py 13 spells them.
+LATER_REASON_NAMES = {0x200: "BoardLimit", 0x400: "Reliability"}
 
 
 def reason_bits(nv: ModuleType) -> dict[int, str]:
@@ -259,6 +262,8 @@ def reason_bits(nv: ModuleType) -> dict[int, str]:
             if (attribute.startswith(prefix) and name not in _NOT_A_REASON
                     and isinstance(value, int) and value > 0 and value & (value - 1) == 0):
                 bits.setdefault(value, name)
+    for bit, name in LATER_REASON_NAMES.items():
+        bits.setdefault(bit, name)
     return bits
 
 
