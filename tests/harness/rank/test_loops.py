@@ -93,3 +93,23 @@ def test_the_in_run_peak_probe_is_not_in_the_peak_memory() -> None:
     cached, in_run = _peak_memory_with("cached"), _peak_memory_with("in-run")
     assert (cached["readings"], in_run["readings"]) == (0, 2)
     assert abs(in_run["peak_memory"] - cached["peak_memory"]) < 128 * 2**20, (cached, in_run)
+
+
+def test_time_to_train_reads_the_energy_counter_too(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A time-to-train run reads the device's energy counter at run_start and run_stop (it
+    read none before), evaluations included."""
+    from backends.cpu import CPUBackend
+
+    class Counter:
+        readings = 0
+
+        def joules(self) -> float:
+            Counter.readings += 1
+            return 1000.0 + 7.5 * Counter.readings
+
+    data = Dataset(torch.randn(8, 3, 32, 32), torch.zeros(8, dtype=torch.long))
+    monkeypatch.setattr(HEPCNNWorkload, "datasets", lambda self, *args: (data, data))
+    monkeypatch.setattr(CPUBackend, "energy_meter", lambda self, device: Counter())
+    result = run_time_to_train(SPEC.replace(mode="ttt"), tmp_path / "run.mllog")
+    assert Counter.readings == 2 and result.energy_joules == 7.5
