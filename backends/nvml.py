@@ -319,3 +319,51 @@ def device_clocks(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
             }
     except NVMLUnavailable as why:
         return {"unavailable": str(why)}
+
+
+def device_health(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
+    """What a node check reads of a GPU's health, each None where the device or driver does not
+    answer: uncorrected ECC errors (volatile: since the driver loaded; aggregate: over the
+    board's life), retired pages pending (pre-Ampere) and row remapping (Ampere and later:
+    failed or pending), temperature against the slowdown threshold, power and the enforced
+    limit against the default one, and the PCIe link's generation and width against the
+    maximum. {"unavailable": reason} where NVML cannot answer at all."""
+    try:
+        with nvml_session() as nv:
+            handle = _handle(nv, index, uuid)
+
+            def ask(name: str, *args: Any) -> Any:
+                query = getattr(nv, name, None)
+                return _optional(nv, query, handle, *args) if query is not None else None
+
+            uncorrected = getattr(nv, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+            remapped = ask("nvmlDeviceGetRemappedRows")
+            pending_pages = ask("nvmlDeviceGetRetiredPagesPendingStatus")
+            power, limit = ask("nvmlDeviceGetPowerUsage"), ask("nvmlDeviceGetEnforcedPowerLimit")
+            default = ask("nvmlDeviceGetPowerManagementDefaultLimit")
+            return {
+                "ecc_mode": (ask("nvmlDeviceGetEccMode") or [None])[0],
+                "ecc_uncorrected_volatile": ask("nvmlDeviceGetTotalEccErrors", uncorrected,
+                                                getattr(nv, "NVML_VOLATILE_ECC", 0)),
+                "ecc_uncorrected_aggregate": ask("nvmlDeviceGetTotalEccErrors", uncorrected,
+                                                 getattr(nv, "NVML_AGGREGATE_ECC", 1)),
+                "retired_pages_pending": bool(pending_pages) if pending_pages is not None
+                else None,
+                "remapped_rows": None if remapped is None else {
+                    "correctable": remapped[0], "uncorrectable": remapped[1],
+                    "pending": bool(remapped[2]), "failed": bool(remapped[3])},
+                "temperature_c": ask("nvmlDeviceGetTemperature",
+                                     getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+                "slowdown_temperature_c": ask(
+                    "nvmlDeviceGetTemperatureThreshold",
+                    getattr(nv, "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1)),
+                "power_w": power / 1000.0 if power is not None else None,
+                "power_limit_w": limit / 1000.0 if limit is not None else None,
+                "default_power_limit_w": default / 1000.0 if default is not None else None,
+                "pcie_generation": ask("nvmlDeviceGetCurrPcieLinkGeneration"),
+                "pcie_max_generation": ask("nvmlDeviceGetMaxPcieLinkGeneration"),
+                "pcie_width": ask("nvmlDeviceGetCurrPcieLinkWidth"),
+                "pcie_max_width": ask("nvmlDeviceGetMaxPcieLinkWidth"),
+            }
+    except NVMLUnavailable as why:
+        return {"unavailable": str(why)}

@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "describe": ("describe", "a workload's parameters, FLOPs and target"),
     "sysinfo": ("sysinfo", "machine and software fingerprint"),
     "peak": ("peak", "measured GEMM peak FLOP/s and copy bandwidth"),
+    "doctor": ("doctor", "check this node, or compare a fleet's nodes, before trusting figures"),
     "run": ("run", "run benchmarks, store records, print a summary"),
     "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
     "kernels": ("kernels", "kernel microbenchmarks with a roofline (DeepBench style)"),
