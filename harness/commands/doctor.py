@@ -95,6 +95,11 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
         if backend == "cuda" and torch.cuda.device_count() >= 2:
             _say(args, "NCCL allreduce")
             checks.append(collective_check("nccl", torch.cuda.device_count(), run_id))
+        elif backend == "cuda":
+            from harness.run.doctor import PASS, NodeCheck
+
+            checks.append(NodeCheck("allreduce_nccl", "network", None, "GB/s", "runs", PASS,
+                                    "not checked: one GPU, an NCCL collective needs two"))
         elif backend == "cpu":
             for comm in ("gloo", "mpi"):
                 _say(args, f"{comm} allreduce")
@@ -134,7 +139,8 @@ def _value(check: Any) -> str:
     if check.value is None:
         return "-"
     if isinstance(check.value, float):
-        return f"{check.value:.4g} {check.unit}".strip()
+        number = f"{check.value:,.0f}" if abs(check.value) >= 1000 else f"{check.value:.4g}"
+        return f"{number} {check.unit}".strip()
     return f"{check.value} {check.unit}".strip()
 
 

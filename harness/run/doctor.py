@@ -93,7 +93,7 @@ def compute_checks(backend: str, machine: Mapping[str, Any], precisions: tuple[s
             bandwidth = (result.memory_bandwidth,
                          sheet.memory_bandwidth if sheet is not None else None)
         if result.clocks:
-            checks += clock_checks(result.clocks, result.device_name)
+            checks += clock_checks(result.clocks, result.device_name, precision)
     if bandwidth is not None:
         verdict, reason = ratio_verdict(bandwidth[0], bandwidth[1], "bandwidth datasheet")
         checks.append(NodeCheck(
@@ -110,9 +110,11 @@ FAULT_REASONS = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
 WARN_REASONS = ("SwThermalSlowdown", "BoardLimit", "Reliability")
 
 
-def clock_checks(clocks: Mapping[str, Any], device: str) -> list[NodeCheck]:
+def clock_checks(clocks: Mapping[str, Any], device: str, precision: str) -> list[NodeCheck]:
+    """The clocks read during one precision's sustained GEMM, judged by NVML's reasons."""
+    name = f"gpu_sm_clock_{precision}"
     if "unavailable" in clocks:
-        return [NodeCheck("gpu_clocks", "gpu", None, "", "read under load", WARN,
+        return [NodeCheck(name, "gpu", None, "", "read under load", WARN,
                           f"{device}: {clocks['unavailable']}")]
     reasons = list(clocks.get("clock_reasons") or [])
     faults = [r for r in reasons if r in FAULT_REASONS]
@@ -122,9 +124,10 @@ def clock_checks(clocks: Mapping[str, Any], device: str) -> list[NodeCheck]:
            f"{', '.join(warned)} held the clocks" if warned else
            "limited by: " + (", ".join(reasons) or "nothing") + " (a power cap under a full "
            "GEMM load is the design)")
-    return [NodeCheck("gpu_sm_clock", "gpu", clocks.get("sm_clock_mhz"), "MHz",
-                      f"up to {clocks.get('max_sm_clock_mhz')} MHz, no slowdown", verdict,
-                      f"{device}, median over the sustained run; {why}",
+    highest = clocks.get("max_sm_clock_mhz")
+    return [NodeCheck(name, "gpu", clocks.get("sm_clock_mhz"), "MHz",
+                      f"up to {highest:.0f} MHz, no slowdown" if highest else "no slowdown",
+                      verdict, f"{device}, median over the sustained {precision} GEMM; {why}",
                       higher_is_better=True)]
 
 

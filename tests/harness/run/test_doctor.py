@@ -69,11 +69,14 @@ def test_a_gpu_peak_is_judged_against_its_datasheet() -> None:
                            memory_bandwidth=2.9e12, sustained_s=4.0,
                            clocks={"sm_clock_mhz": 1755, "max_sm_clock_mhz": 1980,
                                    "clock_reasons": ["SwPowerCap"]})
-    checks = {c.name: c for c in compute_checks("cuda", {}, ("bf16",), lambda p: peak)}
+    made = compute_checks("cuda", {}, ("fp32", "bf16"), lambda p: peak)
+    checks = {c.name: c for c in made}
+    assert len(checks) == len(made)  # one name per check: the record's metrics are unique
     assert checks["gemm_bf16"].verdict == FAIL  # 30% of 989.5 TFLOP/s
     assert "H100 Tensor Core GPU datasheet" in checks["gemm_bf16"].expected
     assert checks["copy_bandwidth"].verdict == PASS  # 87% of 3.35 TB/s
-    assert checks["gpu_sm_clock"].verdict == PASS and "power cap" in checks["gpu_sm_clock"].reason
+    clock = checks["gpu_sm_clock_bf16"]
+    assert clock.verdict == PASS and "power cap" in clock.reason
 
 
 @pytest.mark.parametrize(("reasons", "verdict"), [
@@ -82,7 +85,7 @@ def test_a_gpu_peak_is_judged_against_its_datasheet() -> None:
 def test_a_throttled_gpu_is_named_by_its_clock_event_reasons(reasons: list[str],
                                                             verdict: str) -> None:
     (check,) = clock_checks({"sm_clock_mhz": 1100, "max_sm_clock_mhz": 1980,
-                             "clock_reasons": reasons}, "NVIDIA H100")
+                             "clock_reasons": reasons}, "NVIDIA H100", "bf16")
     assert check.verdict == verdict and (verdict == PASS or reasons[-1] in check.reason)
 
 
@@ -173,6 +176,7 @@ def test_doctor_on_this_machine(tmp_path: Path) -> None:
     assert {"gemm_fp32", "gemm_bf16", "copy_bandwidth", "allreduce_gloo", "cpu_governor",
             "software_torch"} <= names
     measured: dict[str, Any] = {m["name"]: m for m in record["metrics"]}
+    assert len(measured) == len(record["metrics"])
     assert measured["doctor_gemm_fp32"]["value"] > 0
     assert measured["doctor_gemm_fp32"]["verdict"] in ("pass", "warn", "fail")
     assert len(list((tmp_path / "store").rglob("*.json"))) == 1
