@@ -127,4 +127,30 @@ def mfu(context: CollectContext) -> list[Metric]:
                                    "readings_below_achieved": sorted(
                                        when for when, value in readings.items()
                                        if value < rate)}))
+    found += _spec_sheet_mfu(context, rate, achieved, extra)
     return found
+
+
+def _spec_sheet_mfu(context: CollectContext, rate: float | None, achieved: Any,
+                    extra: dict[str, Any]) -> list[Metric]:
+    """The achieved rate over the devices' datasheet dense peak in the run's precision (fp32
+    on CUDA: TF32), beside the measured-peak MFU; nothing for a device the table does not
+    know, nor for a CPU (its peak is only estimated)."""
+    from harness.core.datasheets import datasheet_for
+
+    spec = context.spec
+    if rate is None or spec.backend != "cuda" or not context.ranks:
+        return []
+    sheet = datasheet_for(context.ranks[0].device_name)
+    per_device = sheet.peak(spec.precision, spec.backend) if sheet is not None else None
+    if not per_device:
+        return []
+    devices = int(extra.get("devices") or 1)
+    total = per_device * devices
+    return [Metric("mfu_spec", "1", rate / total, higher_is_better=True,
+                   samples=[s / total for s in achieved.samples or []],
+                   extra={"datasheet": sheet.name, "source": sheet.source,
+                          "peak_per_device": per_device, "devices": devices,
+                          "precision": spec.precision,
+                          "method": "achieved FLOP/s over the datasheet's dense peak of the "
+                                    "run's precision (fp32 on CUDA: TF32) times the devices"})]

@@ -212,3 +212,24 @@ def test_gpu_memory_is_reported_allocated_reserved_and_in_use() -> None:
     assert found["device_memory_used"].extra["per_rank"] == [40, None]
     assert set(found) == {"peak_memory", "peak_memory_reserved", "device_memory_used"} \
         and len(peak_memory(context(rank(peak_memory=5)))) == 1
+
+
+def test_spec_sheet_mfu_beside_the_measured_one_on_a_known_gpu() -> None:
+    """A faked H100: MFU against the measured peak as before, and against the datasheet's
+    dense bf16 peak (989.5 TFLOP/s a device); an unknown device gets none."""
+    spec = SPEC.replace(backend="cuda", comm="nccl", nproc_per_node=2, precision="bf16")
+    gpu = PEAK.__class__(**{**PEAK.as_dict(), "backend": "cuda",
+                            "device_name": "NVIDIA H100 80GB HBM3", "flops": 700e12})
+    ranks = [RankResult(rank=r, world_size=2, device_name="NVIDIA H100 80GB HBM3", settings={},
+                        step_times=[0.5] * 3, device_key=f"GPU-{r}") for r in range(2)]
+    found = {m.name: m for m in collect(context(*ranks, spec=spec, peak=gpu,
+                                                flops_per_sample=1e12))}
+    achieved = found["achieved_flops"].value
+    assert found["mfu"].value == pytest.approx(achieved / 1.4e15)
+    assert found["mfu_spec"].value == pytest.approx(achieved / (2 * 989.5e12))
+    assert "H100 Tensor Core GPU datasheet" in found["mfu_spec"].extra["source"]
+    unknown = [RankResult(rank=r, world_size=2, device_name="NVIDIA GeForce RTX 4090",
+                          settings={}, step_times=[0.5] * 3) for r in range(2)]
+    found = {m.name for m in collect(context(*unknown, spec=spec, peak=gpu,
+                                             flops_per_sample=1e12))}
+    assert "mfu" in found and "mfu_spec" not in found
