@@ -165,10 +165,21 @@ class ComputeBackend(ABC):
 
 
 class EnergyMeter(ABC):
-    """Reads a cumulative energy counter in joules."""
+    """Reads a cumulative energy counter in joules, per domain (a GPU board, a CPU package,
+    its DRAM) under a key that names the physical domain, so that ranks sharing one count
+    it once."""
+
+    # what the counter measures, said in the record (a board or a package, not wall power)
+    covers: str = "the device"
 
     @abstractmethod
     def joules(self) -> float: ...
+
+    def by_domain(self) -> dict[str, float]:
+        return {"device": self.joules()}
+
+    def close(self) -> None:
+        """Release the counter (a sampling thread, a library session)."""
 
 
 class CommBackend(ABC):

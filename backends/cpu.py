@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
+from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, EnergyMeter, StepTimer
 from backends.ipex import ipex_availability, ipex_version
 from harness.core.hardware import cpu_flags, cpu_model
 
@@ -177,10 +177,19 @@ class CPUBackend(ComputeBackend):
             kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return kib * 1024
 
+    def energy_meter(self, device: torch.device) -> EnergyMeter | None:
+        """Package and DRAM energy from RAPL (backends/powercap.py), where this process may
+        read it."""
+        from backends.powercap import PowercapMeter, PowercapUnavailable
+
+        try:
+            return PowercapMeter()
+        except PowercapUnavailable as why:
+            self._energy_reason = str(why)
+            return None
+
     def energy_unavailable_reason(self) -> str:
-        if Path("/sys/class/powercap/intel-rapl:0/energy_uj").exists():
-            return "RAPL counter present but not readable by this process"
-        return "no RAPL energy counter on this machine"
+        return getattr(self, "_energy_reason", None) or "no RAPL energy counter on this machine"
 
     def device_name(self, device: torch.device) -> str:
         return cpu_model()

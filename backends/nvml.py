@@ -132,8 +132,12 @@ def _handle(nv: ModuleType, index: int, uuid: str | None) -> Any:
 class NVMLEnergyMeter(EnergyMeter):
     """Board energy since driver load from NVML's millijoule counter (Volta and newer)."""
 
+    covers = ("the GPU board as NVML's total-energy counter measures it: not the host, and "
+              "on-board sensors are not wall power")
+
     def __init__(self, index: int = 0, uuid: str | None = None) -> None:
         """Open NVML and probe the counter; raises NVMLUnavailable saying why if it is absent."""
+        self._key = uuid or f"gpu{index}"
         self._nv = _init()
         self._open = True
         try:
@@ -149,6 +153,9 @@ class NVMLEnergyMeter(EnergyMeter):
         except self._nv.NVMLError as err:
             raise NVMLUnavailable(f"NVML energy counter: {_describe(self._nv, err)}") from None
         return millijoules / 1000.0
+
+    def by_domain(self) -> dict[str, float]:
+        return {self._key: self.joules()}
 
     def close(self) -> None:
         if self._open:

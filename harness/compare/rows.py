@@ -22,20 +22,21 @@ NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step
 # docs/spec/metrics.md, for foreign records whose metrics do not say which way is better.
 KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
                     "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
-                    "algbw": True, "busbw": True, "latency": False, "energy": False}
+                    "algbw": True, "busbw": True, "latency": False, "energy": False,
+                    "power": False, "energy_per_sample": False}
 # Records whose values are computed, not measured: the same inputs give the same numbers, so
 # values are compared as they are (a prediction changed or it did not).
 DETERMINISTIC_TASKS = frozenset({"prediction"})
 # Metrics of one value per run that gate too: with MIN_RUNS runs a side they are tested like
 # any sample; from one run a side only a change beyond SINGLE_RUN_LIMIT_PCT counts (identical
 # one-rank runs of lstm small peaked at 0.99 and 1.21 GiB on a 2-core VM: 22% apart).
-VALUE_GATED = frozenset({"peak_memory", "time_to_train"})
+VALUE_GATED = frozenset({"peak_memory", "time_to_train", "energy_per_sample"})
 SINGLE_RUN_LIMIT_PCT = 25.0
 # Diagnostics: tested and shown, never failing the gate. Phases are far noisier than their step;
 # FLOP/s and MFU restate the throughput: gating them multiplies the false alarms of one change
 # (docs/measurements/precision.md).
-DIAGNOSTIC, DIAGNOSTIC_PREFIX = frozenset({"achieved_flops", "mfu", "data_wait",
-                                           "data_wait_share"}), "phase_"
+DIAGNOSTIC, DIAGNOSTIC_PREFIX = frozenset({"achieved_flops", "mfu", "mfu_spec", "data_wait",
+                                           "data_wait_share", "energy", "power"}), "phase_"
 
 
 def gates(metric: str) -> bool:

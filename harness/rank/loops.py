@@ -15,6 +15,7 @@ import torch
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
+from harness.rank.energy import EnergyWindow
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.feed import Feed
 from harness.rank.measure import Decider, measure
@@ -190,8 +191,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     if rewind is not None:
         rewind.restore()
     backend.reset_peak_memory(device)
-    meter = backend.energy_meter(device)
-    energy_start = meter.joules() if meter is not None else None
+    energy = EnergyWindow(backend, device)
     timer = backend.timer(device)
     check_sync = os.environ.get(CHECK_SYNC_VAR) == "1"
     waits: list[float] = []
@@ -218,10 +218,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     result.data = feed.summary(waits[decision.discard:])
     # Memory and energy are read before the after-run peak probe, whose GEMM operands and
     # copy buffers are the harness's, not the workload's.
-    if meter is not None and energy_start is not None:
-        result.energy_joules = meter.joules() - energy_start
-    else:
-        result.energy_reason = backend.energy_unavailable_reason()
+    energy.close(result, index)
     result.peak_memory = backend.peak_memory(device)
     result.memory = backend.memory_details(device)
     _peak_reading(trainer, result, "after")
@@ -281,8 +278,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     backend, device = trainer.backend, trainer.device
     _peak_reading(trainer, result, "before")
     backend.reset_peak_memory(device)
-    meter_energy = backend.energy_meter(device)
-    energy_start = meter_energy.joules() if meter_energy is not None else None
+    energy = EnergyWindow(backend, device)
     timer = backend.timer(device)
     shard = trainer.data_shard()
     steps_per_epoch = len(train) // shard[1] // spec.batch_per_rank
@@ -328,10 +324,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     elapsed = time.perf_counter() - started
     log.end(mlperf.RUN_STOP, metadata={"status": mlperf.STATUS_SUCCESS if reached
                                        else mlperf.STATUS_ABORTED})
-    if meter_energy is not None and energy_start is not None:
-        result.energy_joules = meter_energy.joules() - energy_start  # evaluations included
-    else:
-        result.energy_reason = backend.energy_unavailable_reason()
+    energy.close(result, step)  # evaluations included, as in time_to_train
     result.peak_memory = backend.peak_memory(device)  # before the probe (see run_throughput)
     result.memory = backend.memory_details(device)
     _peak_reading(trainer, result, "after")

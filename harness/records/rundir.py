@@ -93,6 +93,12 @@ class RankResult:
     device_key: str | None = None
     energy_joules: float | None = None
     energy_reason: str | None = None
+    # The energy by domain (a GPU's UUID, a host's package or DRAM zone), the seconds and the
+    # steps between the two readings, and what the counter covers
+    energy_domains: dict[str, float] = field(default_factory=dict)
+    energy_window_s: float | None = None
+    energy_steps: int | None = None
+    energy_covers: str | None = None
     quality: dict[str, float] | None = None
     quality_history: list[dict[str, Any]] = field(default_factory=list)
     target_reached: bool | None = None

@@ -246,6 +246,9 @@ def test_energy_meter_opens_nvml_by_uuid(fake_pynvml: SimpleNamespace) -> None:
     assert meter is not None
     assert fake_pynvml.uuids == ["GPU-5f3c6a1e-0000-1111-2222-333344445555"]
     assert meter.joules() == pytest.approx(5000.25)
+    # the board is its domain, by UUID: ranks sharing it count it once
+    assert meter.by_domain() == {"GPU-5f3c6a1e-0000-1111-2222-333344445555": pytest.approx(5000.25)}
+    assert "board" in meter.covers
 
 
 def test_energy_meter_unavailable_says_why(fake_pynvml: SimpleNamespace) -> None:

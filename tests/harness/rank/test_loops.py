@@ -99,9 +99,10 @@ def test_time_to_train_reads_the_energy_counter_too(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """A time-to-train run reads the device's energy counter at run_start and run_stop (it
     read none before), evaluations included."""
+    from backends.base import EnergyMeter
     from backends.cpu import CPUBackend
 
-    class Counter:
+    class Counter(EnergyMeter):
         readings = 0
 
         def joules(self) -> float:
@@ -113,3 +114,4 @@ def test_time_to_train_reads_the_energy_counter_too(tmp_path: Path,
     monkeypatch.setattr(CPUBackend, "energy_meter", lambda self, device: Counter())
     result = run_time_to_train(SPEC.replace(mode="ttt"), tmp_path / "run.mllog")
     assert Counter.readings == 2 and result.energy_joules == 7.5
+    assert result.energy_steps and result.energy_window_s and result.energy_domains
