@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from harness.collectors import (  # noqa: F401  (registration)
+    breakdown,
     communication,
     consistency,
     data,

@@ -125,6 +125,14 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
              help="run even when ranks x threads exceed 4x the usable cores or the estimated "
              "memory exceeds the machine's"),
+    RunField("profile", ("--profile",), action="store_true", default=None, suite=bool,
+             identity=False, key_default=False,
+             help="after the measured steps, profile --profile-steps more on every rank with "
+             "torch.profiler: one trace per rank kept beside the record, and the time "
+             "breakdown read from them (the profiled steps stay out of every figure)"),
+    RunField("profile_steps", ("--profile-steps",), type=positive_int, suite=int,
+             identity=False, key_default=3, metavar="N",
+             help="steps profiled with --profile (default 3)"),
     RunField("share_gpu", ("--share-gpu",), action="store_true", default=None, suite=bool,
              key_default=False,
              help="let ranks on a node share a GPU (refused otherwise: NCCL cannot, and a "
@@ -208,6 +216,8 @@ class RunSpec:
     loader_workers: int = 0
     skip_bad_samples: bool = False
     share_gpu: bool = False
+    profile: bool = False
+    profile_steps: int = 3
     suite: str | None = None
     env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     peak: str = "in-run"

@@ -153,6 +153,28 @@ def _outside(trainer: Trainer, phase: str) -> contextlib.AbstractContextManager[
         else contextlib.nullcontext()
 
 
+def _profile(trainer: Trainer, feed: Feed) -> str:
+    """--profile-steps more steps under the profiler; their phase times and counted bytes are
+    dropped, so that every figure stays the measured steps'."""
+    from harness.rank.profiling import profile_steps
+
+    clock, meter = trainer.strategy.clock, trainer.meter
+    kept = (len(clock.steps), len(meter.steps) if meter else 0,
+            len(meter.payload_steps) if meter else 0)
+
+    def step() -> None:
+        inputs, targets, _ = feed.next()
+        trainer.step(inputs, targets)
+        _end_step(trainer)
+
+    trace = profile_steps(step, trainer.spec.profile_steps, trainer.device)
+    del clock.steps[kept[0]:]
+    if meter is not None:
+        del meter.steps[kept[1]:]
+        del meter.payload_steps[kept[2]:]
+    return trace
+
+
 def _end_step(trainer: Trainer) -> None:
     if trainer.meter is not None:
         trainer.meter.end_step()
@@ -221,6 +243,8 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     energy.close(result, index)
     result.peak_memory = backend.peak_memory(device)
     result.memory = backend.memory_details(device)
+    if spec.profile:
+        result.trace = _profile(trainer, feed)
     _peak_reading(trainer, result, "after")
     result.losses = [float(v) for v in losses[:index].cpu()]
     _finish(trainer, result, len(result.step_times))

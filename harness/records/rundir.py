@@ -99,6 +99,9 @@ class RankResult:
     energy_window_s: float | None = None
     energy_steps: int | None = None
     energy_covers: str | None = None
+    # --profile: the profiled steps' Chrome trace, gzipped and base64 (written beside the
+    # record by the process that writes it, then dropped from here)
+    trace: str | None = None
     quality: dict[str, float] | None = None
     quality_history: list[dict[str, Any]] = field(default_factory=list)
     target_reached: bool | None = None

@@ -19,6 +19,7 @@ from harness.run.launch import launch
 from harness.run.progress import Progress
 from harness.run.record import Recorder, Verdict
 from harness.run.settle import Settled, settle
+from harness.run.traces import keep_traces
 
 
 def _node_cores(spec: RunSpec, ranks: list[RankResult] | None) -> float | None:
@@ -87,6 +88,9 @@ class Runner:
         except Exception as exc:  # noqa: BLE001 - any crash of a run becomes a failed record
             verdict = Verdict.of(exc)
         collected = collect_run(settled.spec, ranks, settled.peak, self.store)
+        traces = keep_traces(self.store, run_id, ranks)
+        if traces:
+            collected.notes["traces"] = traces
         if verdict.status == "success" and collected.failure is not None:
             verdict = Verdict("failed", collected.failure)
         record = self.recorder.record(run_id, created, settled, verdict, ranks, collected,

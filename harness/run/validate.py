@@ -53,6 +53,11 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("ipex mode", spec.ipex_mode, IPEX_MODES)
     if spec.ipex and spec.backend != "cpu":
         raise UsageError(f"--ipex on is a plug-in of the cpu backend, not of {spec.backend}")
+    if spec.profile:
+        if spec.mode != "throughput" or not STRATEGIES.get(spec.strategy).synchronous:
+            raise UsageError("--profile profiles steps after a throughput run's measured ones, "
+                             "which every rank takes together: a synchronous strategy in "
+                             f"throughput mode, not {spec.strategy} in {spec.mode} mode")
     for what in ("nproc_per_node", "nnodes", "batch_per_rank", "steps"):
         _check_positive(what, getattr(spec, what))
     _check_positive("warmup", spec.warmup, allow_zero=True)
