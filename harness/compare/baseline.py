@@ -159,20 +159,24 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
 
 
 def pooled(records: list[dict[str, Any]], side: str) -> str | None:
-    """A warning when a side pools the records of several machines or commits of the code
-    under test (a whole store given as it is)."""
+    """What a side given whole (a store, a machine's folder) holds beyond one version of each
+    experiment on one machine, and what compare does with it: the latest version of each
+    machine's experiment, each machine paired with the same machine on the other side."""
+    from harness.records.experiment import latest, version_of
+
     machines = sorted({machine_of(r) for r in records})
-    commits = sorted({str(code_of(r).get("commit"))[:12] for r in records
-                      if code_of(r).get("commit")})
+    kept, older = latest(records)
     parts = []
     if len(machines) > 1:
-        parts.append(f"{len(machines)} machines ({'; '.join(machines[:4])}"
-                     f"{'; ...' if len(machines) > 4 else ''})")
-    if len(commits) > 1:
-        parts.append(f"{len(commits)} commits ({', '.join(commits[:4])}"
-                     f"{', ...' if len(commits) > 4 else ''})")
+        parts.append(f"records of {len(machines)} machines ({'; '.join(machines[:4])}"
+                     f"{'; ...' if len(machines) > 4 else ''}), each compared with the same "
+                     "machine on the other side")
+    if older:
+        left = sorted({version_of(r) for r in records} - {version_of(r) for r in kept})
+        parts.append(f"{older} older record(s) of the same experiments ({len(left)} earlier "
+                     f"commit(s) or day(s): {', '.join(left[:4])}{', ...' if len(left) > 4 else ''}"
+                     "), left out: each experiment's latest is compared")
     if not parts:
         return None
-    return (f"{side} pools the records of {' and '.join(parts)}; --baseline-branch, "
-            "--baseline-commit or --baseline-merge-base take one commit of the candidate's "
-            "machine from a store")
+    return (f"{side} holds {', and '.join(parts)}; --baseline-branch, --baseline-commit or "
+            "--baseline-merge-base take one commit of the candidate's machine from a store")
