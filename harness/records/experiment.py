@@ -112,10 +112,16 @@ def fields_of(spec: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def covered_by_strategy(name: str) -> bool:
+    """Whether a field is the strategy or one of its options (a strategy column shows them)."""
+    return name in ("strategy", "strategy_options") or (
+        name not in _DECLARED and name not in APART_FIELDS)
+
+
 def text(name: str, value: Any) -> str:
     """A field's value as a label or note shows it."""
     if value is None:
-        return "-"
+        return "synthetic" if name == "data" else "-"
     if isinstance(value, dict):
         return " ".join(f"{k}={_plain(v)}" for k, v in sorted(value.items())) or "-"
     return _plain(value)

@@ -11,6 +11,8 @@ from typing import Any
 
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
+from harness.records.experiment import experiment_key
+from harness.report.columns import heading, identity_columns
 from harness.report.model import Report, Section, Table
 from harness.report.strategies import strategies_section
 from harness.report.units import column_scale, format_number, with_ci
@@ -90,8 +92,12 @@ def _failures(views: list[RecordView]) -> list[str]:
 
 
 def training_table(workload: str, views: list[RecordView]) -> Table:
-    """One row per record of a workload; metric columns where any record has the metric."""
+    """One row per record of a workload; metric columns where any record has the metric; a
+    column for every identity field its records differ in, and a line naming the others."""
     keys = _key_columns(views, TRAINING_KEYS)
+    extra, every_row = identity_columns([view.spec for view in views],
+                                        ["workload", *(name for name, _ in keys)])
+    keys += [(name, heading(name)) for name in extra]
     names = _metric_names(views)
     columns = ["machine"] + [heading for _, heading in keys] + ["status"]
     units, scales = {}, {}
@@ -118,7 +124,8 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
     imprecise = [f"{view.run_id}: {_missed(view.measurement)}" for view in views
                  if view.measurement.get("target_met") is False]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
-                 notes=_failures(views) + busy + imprecise + _between_runs(views))
+                 notes=_failures(views) + busy + imprecise + _between_runs(views),
+                 footnotes=[every_row] if every_row else [])
 
 
 def _between_runs(views: list[RecordView]) -> list[str]:
@@ -132,7 +139,8 @@ def _between_runs(views: list[RecordView]) -> list[str]:
         if view.status == "success" and view.spec_key and found and found.value:
             measured = (clean_text(view.code.get("commit")), clean_text(view.harness.get(
                 "git_commit")), clean_text(view.harness.get("dirty")))
-            sets.setdefault((view.machine_label, view.spec_key, *measured), []).append(view)
+            sets.setdefault((view.machine_label, experiment_key(view.as_record()), *measured),
+                            []).append(view)
     notes = []
     for (machine, *_), members in sets.items():
         if len(members) < 2:
