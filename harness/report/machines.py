@@ -99,17 +99,20 @@ class Cells:
     versions: dict[str, set[str]]
 
 
-def cells(views: list[RecordView]) -> Cells:
-    """The successful training runs by metric, experiment and machine, each machine's
-    experiment at its latest version (an older commit is history's, not a column's)."""
+def latest_runs(views: list[RecordView]) -> list[RecordView]:
+    """The successful training runs of each machine's experiment at its latest version (an
+    older commit is history's, not a column's)."""
     runs = training(views)
     kept, _ = latest([view.as_record() for view in runs])
     newest = {str(record["run_id"]) for record in kept}
+    return [view for view in runs if view.run_id in newest]
+
+
+def cells(views: list[RecordView]) -> Cells:
+    """The latest successful training runs by metric, experiment and machine."""
     found = Cells(defaultdict(lambda: defaultdict(lambda: defaultdict(list))), {},
                   defaultdict(set))
-    for view in runs:
-        if view.run_id not in newest:
-            continue
+    for view in latest_runs(views):
         key = experiment_key(view.as_record())
         found.first.setdefault(key, view)
         found.versions[view.machine_label].add(version_of(view.as_record()))
@@ -138,11 +141,16 @@ def _unit(views: list[RecordView], name: str, fallback: str) -> str:
     return found or fallback
 
 
-def why_no_row(views: list[RecordView], machine: str, heading: str) -> str:
-    """Why a machine has no row in a table: what its records are instead."""
+def why_no_row(views: list[RecordView], machine: str, heading: str,
+               workload: str | None = None) -> str:
+    """Why a machine has no row in a table (of one workload's rows, with `workload`): what its
+    records are instead."""
     mine = [view for view in views if view.machine_label == machine]
     trained = [view for view in mine if not (view.is_comm or view.is_kernel
                                              or view.is_prediction)]
+    if workload is not None and trained and not any(v.workload == workload for v in trained):
+        return f"no {workload} run ({len(trained)} training record(s) of other workloads)"
+    trained = [view for view in trained if workload is None or view.workload == workload]
     if not trained:
         kinds = Counter("kernel" if v.is_kernel else "comm" if v.is_comm else "prediction"
                         for v in mine)
@@ -156,7 +164,7 @@ def why_no_row(views: list[RecordView], machine: str, heading: str) -> str:
 
 
 def metric_table(views: list[RecordView], found: Cells, name: str, heading: str,
-                 fallback: str, order: list[str]) -> Table:
+                 fallback: str, order: list[str], workload: str | None = None) -> Table:
     """One metric's table: a row per experiment, a column per machine, notes beneath."""
     keys = sorted(found.values[name], key=lambda k: (experiment(found.first[k]), k))
     specs = [found.first[key].spec for key in keys]
@@ -164,31 +172,35 @@ def metric_table(views: list[RecordView], found: Cells, name: str, heading: str,
     having = [v for m in found.values[name].values() for vs in m.values() for v in vs]
     scale = choose_scale(name, _unit(views, name, fallback), having)
     reference = order[0]
+    present = {m for by in found.values[name].values() for m in by}
+    columns = [m for m in order if m in present]  # the reference first, where it has a row
     rows = []
     for key in keys:
         view, by = found.first[key], found.values[name][key]
         fields = fields_of(view.spec)
         rows.append([*experiment(view), *(text(f, fields.get(f)) for f in extra),
                      *(_cell(by.get(m, []), None if m == reference else by.get(reference, []),
-                             scale) for m in order)])
+                             scale) for m in columns)])
     rows.sort(key=lambda row: row[:len(SHOWN) + len(extra)])
     title = f"{heading} ({scale.label})" if scale.label else heading
     table = Table(title=title, columns=["workload", "size", "precision", "ranks", "strategy",
-                                        *(column_heading(f) for f in extra), *order],
+                                        *(column_heading(f) for f in extra), *columns],
                   rows=rows, numeric=[False] * 3 + [True, False] + [False] * len(extra)
-                  + [True] * len(order))
-    present = {m for by in found.values[name].values() for m in by}
+                  + [True] * len(columns))
     table.footnotes = ([left] if left else []) + [
-        f"{machine}: no row: {why_no_row(views, machine, heading)}."
+        f"{machine}: no row" + (" (the reference: no ratios in this table)"
+                                if machine == reference else "")
+        + f": {why_no_row(views, machine, heading, workload)}."
         for machine in order if machine not in present]
     return table
 
 
 def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
-               regenerate: str) -> Report:
-    """The side-by-side report of the successful training records (every record is read for
-    which machines exist; a machine with no row in a table is named under it)."""
-    runs = training(views)
+               regenerate: str, workload: str | None = None) -> Report:
+    """The side-by-side report of the successful training records, of one workload where
+    given (every record is read for which machines exist; a machine with no row in a table
+    is named under it, with why)."""
+    runs = [view for view in training(views) if workload is None or view.workload == workload]
     machines = sorted({view.machine_label for view in views if view.machine})
     if not runs:
         raise UsageError("report --by machine: no successful training records")
@@ -197,8 +209,8 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
         raise UsageError(f"--reference {reference!r}: no such machine; the records name "
                          f"{', '.join(machines)}")
     order = [reference, *(m for m in machines if m != reference)]
-    found = cells(views)
-    tables = [metric_table(views, found, name, heading, unit, order)
+    found = cells(runs)
+    tables = [metric_table(views, found, name, heading, unit, order, workload)
               for name, heading, _, unit in MACHINE_METRICS if found.values[name]]
     compared = "; ".join(f"{m}: {', '.join(sorted(found.versions[m]))}"
                          for m in order if found.versions.get(m))
@@ -212,7 +224,7 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
         intro += (f" {len(busy)} of the {len(runs)} runs were measured on a busy machine "
                   "(listed under Systems): their figures are in the medians, and may be "
                   "slowed by other processes.")
-    systems = systems_table(views)
+    systems = systems_table(views if workload is None else runs)
     systems.notes = [f"{view.run_id} ({view.machine_label}): measured on a busy machine "
                      f"({clean_text(view.load.get('busy_reason'))})" for view in busy]
     return Report(summary=summary, regenerate=regenerate,
