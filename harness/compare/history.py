@@ -20,11 +20,16 @@ from typing import Any
 import numpy as np
 
 from harness.compare.stats import bootstrap_ratio_ci, mann_whitney_p
+from harness.core.fields import store_columns
+from harness.core.spec import RUN_FIELDS
 from harness.records.experiment import distinct_labels, experiment_key, machine_of, version_of
 from harness.records.record import metric as find_metric
+from harness.records.summary import SPEC_SUMMARY
 
 MIN_EFFECT = 0.05
 ALPHA = 0.01
+# The spec fields a store's index keeps beside the key: what a series' label may name.
+INDEXED_FIELDS = frozenset({*store_columns(RUN_FIELDS), *SPEC_SUMMARY})
 # Successive differences of noise have sigma·√2; 1.4826·MAD estimates a normal sigma.
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(2.0)
 
@@ -153,7 +158,8 @@ def build_series(records: Iterable[dict[str, Any]], metric_name: str,
         point.when = min(point.when, when) if point.when else when
         point.values.append(float(found["value"]))
     ordered = sorted(groups.items())
-    labels = distinct_labels([group["record"] for _, group in ordered])
+    # of the fields a store's index holds: a series reads the same from the index or records
+    labels = distinct_labels([group["record"] for _, group in ordered], INDEXED_FIELDS)
     series = []
     for ((machine, _), group), label in zip(ordered, labels, strict=True):
         points = sorted(group["points"].values(), key=lambda p: p.when)

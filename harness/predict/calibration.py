@@ -256,10 +256,13 @@ def compute_run(record: dict[str, Any]) -> bool:
 
 
 def _batch_free(record: dict[str, Any]) -> tuple[str, str, str]:
-    """What a batch sweep's runs share: every identity field but the batch, the machine and
-    the version of the code (harness/records/experiment.py)."""
-    fields = {k: v for k, v in fields_of(record["spec"]).items()
-              if k not in ("batch_per_rank", "global_batch")}
+    """What a batch sweep's runs share: every identity field but the batch (the global batch
+    as its multiple of it), the machine and the version of the code
+    (harness/records/experiment.py)."""
+    fields = {k: v for k, v in fields_of(record["spec"]).items() if k != "batch_per_rank"}
+    batch, total = record["spec"].get("batch_per_rank"), fields.get("global_batch")
+    if isinstance(total, int | float) and isinstance(batch, int) and batch > 0:
+        fields["global_batch"] = total / batch
     return (json.dumps(fields, sort_keys=True, default=str), machine_of(record),
             version_of(record))
 

@@ -229,9 +229,12 @@ def prepare(request: Request) -> Prepared:
 
 
 def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The paths, after checking each exists (a clear usage error otherwise)."""
+    """The paths, after checking each exists (a clear usage error otherwise); a store's URL
+    is checked when it is read."""
+    from harness.records.storeurl import is_store_url
+
     for name in paths:
-        if not Path(name).exists():
+        if not is_store_url(name) and not Path(name).exists():
             raise UsageError(f"{name}: no such file or directory (calibration records: give "
                              "--calibrate-from PATH, or --network and --compute-rate)")
     return paths

@@ -11,7 +11,7 @@ never pooled; a view that shows some fields as columns names the others under it
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,8 +31,10 @@ _DECLARED = frozenset(_NAMES)
 _DEFAULTS: dict[str, Any] = {**RunSpec(workload="").as_dict(), **DDP_SPEC_OPTIONS}
 _TRAINING = (None, "train")
 # Identity fields that follow from others a label or table shows (ranks per node from ranks
-# and nodes; the global batch from the batch, ranks and strategy): never a column of their own.
-_FOLLOWS = frozenset({"nproc_per_node", "global_batch"})
+# and nodes; the global batch from the batch, ranks and strategy): a column of their own only
+# where they differ between specs those others do not tell apart.
+_FOLLOWS = {"nproc_per_node": ("world_size", "nnodes"),
+            "global_batch": ("batch_per_rank", "world_size", "strategy", "strategy_options")}
 # The fields every label opens with.
 HEAD = ("workload", "size", "backend", "precision", "world_size")
 
@@ -127,11 +129,13 @@ def text(name: str, value: Any) -> str:
     return _plain(value)
 
 
-def label(spec: Mapping[str, Any]) -> str:
+def label(spec: Mapping[str, Any], only: Collection[str] | None = None) -> str:
     """The experiment in a line: workload/size, backend, precision and ranks, then each other
     identity field the run set to something other than its default ("lstm/small cpu fp32 x2
-    comm=gloo batch_size=20 suite=scaling")."""
-    fields = fields_of(spec)
+    comm=gloo batch_size=20 suite=scaling"); with `only`, of those fields alone (what a
+    store's index holds, so that its rows and the records read alike)."""
+    fields = {name: value for name, value in fields_of(spec).items()
+              if only is None or name in only}
     workload, size, backend, precision, ranks = (text(name, spec.get(name)) for name in HEAD)
     rest = [f"{_NAMES.get(name, name)}={text(name, value)}" for name, value in fields.items()
             if name not in HEAD and name not in _FOLLOWS
@@ -142,10 +146,20 @@ def label(spec: Mapping[str, Any]) -> str:
 def varying(specs: Sequence[Mapping[str, Any]]) -> list[str]:
     """The identity fields whose values differ between the specs, in declared order."""
     held = [fields_of(spec) for spec in specs]
-    names = [name for name in dict.fromkeys(n for fields in held for n in fields)
-             if name not in _FOLLOWS]
-    return [name for name in names
-            if len({_plain(fields.get(name)) for fields in held}) > 1]
+    names = list(dict.fromkeys(n for fields in held for n in fields))
+    found = []
+    for name in names:
+        if name in _FOLLOWS:
+            by_sources: dict[str, set[str]] = {}
+            for fields in held:
+                sources = _plain([fields.get(source) for source in _FOLLOWS[name]])
+                by_sources.setdefault(sources, set()).add(_plain(fields.get(name)))
+            if all(len(values) == 1 for values in by_sources.values()):
+                continue
+        elif len({_plain(fields.get(name)) for fields in held}) == 1:
+            continue
+        found.append(name)
+    return found
 
 
 def same_in_every_row(specs: Sequence[Mapping[str, Any]], shown: Iterable[str]) -> str:
@@ -163,11 +177,12 @@ def same_in_every_row(specs: Sequence[Mapping[str, Any]], shown: Iterable[str]) 
     return ("Every row: " + ", ".join(parts) + ".") if parts else ""
 
 
-def distinct_labels(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def distinct_labels(records: Sequence[Mapping[str, Any]],
+                    only: Collection[str] | None = None) -> list[str]:
     """A label per record (one experiment each) that tells it from the others: label(), and
-    where two experiments read the same (a slim spec lacks the field that differs), the first
-    8 digits of the key beside it."""
-    labels = [label(_spec(record)) for record in records]
+    where two experiments read the same (the field that differs is not among `only`), the
+    first 8 digits of the key beside it."""
+    labels = [label(_spec(record), only) for record in records]
     keys = [experiment_key(record) for record in records]
     seen: dict[str, set[str]] = {}
     for text_, key in zip(labels, keys, strict=True):

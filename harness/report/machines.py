@@ -18,6 +18,7 @@ from harness.records.experiment import (
     experiment_key,
     fields_of,
     identified,
+    label,
     latest,
     text,
     version_of,
@@ -92,11 +93,12 @@ def default_reference(views: list[RecordView]) -> str:
 @dataclass
 class Cells:
     """Per metric, experiment key and machine, the runs' values; each experiment's first view
-    (for its columns); each machine's version compared."""
+    (for its columns); each machine's version compared; the run ids of each cell."""
 
     values: dict[str, dict[str, dict[str, list[float]]]]
     first: dict[str, RecordView]
     versions: dict[str, set[str]]
+    members: dict[tuple[str, str], list[str]]
 
 
 def latest_runs(views: list[RecordView]) -> list[RecordView]:
@@ -111,10 +113,11 @@ def latest_runs(views: list[RecordView]) -> list[RecordView]:
 def cells(views: list[RecordView]) -> Cells:
     """The latest successful training runs by metric, experiment and machine."""
     found = Cells(defaultdict(lambda: defaultdict(lambda: defaultdict(list))), {},
-                  defaultdict(set))
+                  defaultdict(set), defaultdict(list))
     for view in latest_runs(views):
         key = experiment_key(view.as_record())
         found.first.setdefault(key, view)
+        found.members[(key, view.machine_label)].append(view.run_id)
         found.versions[view.machine_label].add(version_of(view.as_record()))
         for name, *_ in MACHINE_METRICS:
             value = _value(view, name)
@@ -235,12 +238,14 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
 
 
 def csv_rows(views: list[RecordView]) -> list[list[str]]:
-    """machine, commit, experiment, metric, value: one row per record and metric."""
+    """machine, commit, experiment (its columns, then its whole label), metric, value: one row
+    per record and metric."""
     rows = []
     for view in training(views):
+        whole = clean_text(label(view.spec), None)
         for name, *_ in MACHINE_METRICS:
             found = _value(view, name)
             if found is not None:
                 rows.append([view.machine_label, clean_text(view.code.get("commit"), 60) or "-",
-                             *experiment(view), name, repr(found)])
+                             *experiment(view), whole, name, repr(found)])
     return rows

@@ -12,7 +12,8 @@ from typing import Any
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
 from harness.records.experiment import experiment_key
-from harness.report.columns import heading, identity_columns
+from harness.report.columns import heading as column_heading
+from harness.report.columns import identity_columns
 from harness.report.model import Report, Section, Table
 from harness.report.strategies import strategies_section
 from harness.report.units import column_scale, format_number, with_ci
@@ -97,7 +98,7 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
     keys = _key_columns(views, TRAINING_KEYS)
     extra, every_row = identity_columns([view.spec for view in views],
                                         ["workload", *(name for name, _ in keys)])
-    keys += [(name, heading(name)) for name in extra]
+    keys += [(name, column_heading(name)) for name in extra]
     names = _metric_names(views)
     columns = ["machine"] + [heading for _, heading in keys] + ["status"]
     units, scales = {}, {}

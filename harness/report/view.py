@@ -261,6 +261,22 @@ def group(views: list[RecordView], by: str) -> dict[str, list[RecordView]]:
     return dict(sorted(groups.items()))
 
 
+def configurations(members: list[RecordView], several: bool
+                   ) -> dict[tuple[str, str, str], list[RecordView]]:
+    """The views by experiment and version of the code (harness/records/experiment.py), and
+    by machine with `several`: what one bar or point of a plot stands for (its repeats), in
+    first-seen order."""
+    from harness.records.experiment import experiment_key, version_of
+
+    runs: dict[tuple[str, str, str], list[RecordView]] = {}
+    for view in members:
+        record = view.as_record()
+        key = (view.machine_label if several else "", experiment_key(record),
+               version_of(record))
+        runs.setdefault(key, []).append(view)
+    return runs
+
+
 def collapsed(members: list[RecordView], several: bool, metric: str
               ) -> list[tuple[str, RecordView, float, float, float]]:
     """One entry per experiment (and machine, with `several`), in first-seen order: (label,
@@ -268,14 +284,11 @@ def collapsed(members: list[RecordView], several: bool, metric: str
     experiment (a history of commits, repeats): their median and the range of their values,
     so that a store of thousands of records still draws one bar per experiment. Experiments
     whose short labels coincide get the fields they differ in beside it."""
-    from harness.records.experiment import experiment_key, fields_of, text, varying
+    from harness.records.experiment import fields_of, text, varying
 
-    runs: dict[tuple[str, str], list[RecordView]] = {}
-    for view in members:
-        key = (view.machine_label if several else "", experiment_key(view.as_record()))
-        runs.setdefault(key, []).append(view)
+    runs = configurations(members, several)
     short = {key: group_views[0].label(several) for key, group_views in runs.items()}
-    alike: dict[str, list[tuple[str, str]]] = {}
+    alike: dict[str, list[tuple[str, str, str]]] = {}
     for key, label in short.items():
         alike.setdefault(label, []).append(key)
     for label, keys in alike.items():
@@ -283,8 +296,9 @@ def collapsed(members: list[RecordView], several: bool, metric: str
             differ = varying([runs[key][0].spec for key in keys])
             for key in keys:
                 spec = runs[key][0].spec
-                short[key] = label + " " + " ".join(
+                short[key] = label + " " + (" ".join(
                     f"{name}={text(name, fields_of(spec).get(name))}" for name in differ)
+                    or f"at {key[2]}")
     found = []
     for key, group_views in runs.items():
         label = short[key]
