@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.compare.matching import fields_key
 from harness.core.errors import UsageError
+from harness.records.experiment import experiment_key
 from harness.records.summary import label_of as machine_of
 
 
@@ -52,8 +53,8 @@ MIN_HISTORY = 5
 @dataclass
 class Selection:
     """The records chosen as the baseline, the line that says where they came from, and the
-    run-to-run noise of each experiment in the machine's history (spec_key -> metric ->
-    percent)."""
+    run-to-run noise of each experiment in the machine's history (experiment key -> metric
+    -> percent)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     description: str = ""
@@ -79,7 +80,7 @@ def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for record in records:
         if record.get("spec_key"):
             commit = code_of(record).get("commit") or f"run {record.get('run_id')}"
-            experiments.setdefault(str(record["spec_key"]), {}).setdefault(
+            experiments.setdefault(experiment_key(record), {}).setdefault(
                 str(commit), []).append(record)
     found: dict[str, dict[str, float]] = {}
     for key, commits in experiments.items():
@@ -115,8 +116,9 @@ def candidate_machine(candidate: list[dict[str, Any]]) -> str:
 
 
 def _experiment(record: Mapping[str, Any]) -> Any:
-    """The experiment a record measured: its spec_key, else its spec's identity."""
-    return record.get("spec_key") or fields_key(dict(record))
+    """The experiment a record measured (harness/records/experiment.py), else its spec's
+    identity."""
+    return experiment_key(record) if record.get("spec_key") else fields_key(dict(record))
 
 
 def _commits(records: list[dict[str, Any]]) -> str:

@@ -14,6 +14,7 @@ from harness.compare.pooled import pool_metrics
 from harness.compare.stats import ALPHA, RatioTest, ratio_of
 from harness.core.text import render_table
 from harness.records.definitions import OVER_MEDIAN_STEP, center
+from harness.records.experiment import experiment_key
 from harness.records.record import finite_json
 
 # Records whose values are computed, not measured: the same inputs give the same numbers, so
@@ -322,8 +323,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
                     threshold_pct: float, match_on: tuple[str, ...] | None = None,
                     noise: dict[str, dict[str, float]] | None = None) -> Comparison:
     """Compare the successful records of two sides (others are ignored). `noise`: each
-    experiment's run-to-run noise in the baseline machine's history (spec_key -> metric ->
-    percent), below which no change is called one."""
+    experiment's run-to-run noise in the baseline machine's history (experiment key ->
+    metric -> percent), below which no change is called one."""
     from harness.core.hardware import hardware_differences
 
     pairs, only_base, only_cand = match_specs(
@@ -331,8 +332,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
         [r for r in candidate if r.get("status") == "success"], match_on)
     rows = holm([row for base, cand in pairs
                  for row in compare_groups(base, cand, threshold_pct,
-                                           (noise or {}).get(str(base.records[0].get(
-                                               "spec_key"))))])
+                                           (noise or {}).get(experiment_key(
+                                               base.records[0])))])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records
