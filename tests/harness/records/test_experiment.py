@@ -129,6 +129,15 @@ def test_report_keeps_them_apart() -> None:
              for note in table.notes if note.startswith("between runs")]
     # a note per (experiment, machine, commit) measured twice: no note pools two of them
     assert len(notes) == len(EVERY) and all("across 2 runs" in note for note in notes)
+    # rows that read alike (the run id aside) are repeats of one experiment, in every table
+    for section in report.sections:
+        for table in section.tables:
+            if table.columns[-1] not in ("run", "run id") or section.title == "Records":
+                continue
+            alike: dict[tuple[str, ...], list[str]] = {}
+            for row in table.rows:
+                alike.setdefault(tuple(row[:-1]), []).append(row[-1])
+            assert_apart(alike.values(), f"report's {section.title} table {table.title}")
 
 
 def test_report_by_machine_keeps_them_apart() -> None:
