@@ -87,7 +87,9 @@ def spec_label(record: dict[str, Any], spec_key: str | None = None) -> str:
             parts.append(spec.get("mode"))
     label = "/".join(str(part) for part in parts)
     if not spec_key:
-        return label
+        apart = [f"{name}={_plain(spec[name])}" for name in APART_FIELDS
+                 if spec.get(name) is not None]
+        return " ".join([label, *apart])
     key, _, apart = spec_key.partition(" ")
     return f"{label} key {key[:8]}" + (f" {apart}" if apart else "")
 
@@ -148,6 +150,9 @@ def match_specs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
     `match_on`, only those spec fields decide (a comparison across an intended difference)."""
     base_groups = _group(latest(baseline)[0], match_on)
     cand_groups = _group(latest(candidate)[0], match_on)
+    # a side of several machines names each group's machine
+    several_base = len(_by_machine(baseline)) > 1
+    several_cand = len(_by_machine(candidate)) > 1
     pairs: list[tuple[SpecGroup, SpecGroup]] = []
     only_base: list[SpecGroup] = []
     only_cand: list[SpecGroup] = []
@@ -161,9 +166,12 @@ def match_specs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
     for key in list(base_groups) + [k for k in cand_groups if k not in base_groups]:
         base, cand = base_groups.get(key, {}), cand_groups.get(key, {})
         if not base or not cand:
-            for side, found in ((base, only_base), (cand, only_cand)):
-                found += [_one_group(records, spec_key if len(side) > 1 else None)
-                          for spec_key, records in side.items()]
+            for side, found, several in ((base, only_base, several_base),
+                                         (cand, only_cand, several_cand)):
+                for spec_key, records in side.items():
+                    found += [_one_group(members, spec_key if len(side) > 1 else None,
+                                         machine if several else None)
+                              for machine, members in _by_machine(records).items()]
         elif None in base or None in cand:
             add([r for rs in base.values() for r in rs], [r for rs in cand.values() for r in rs],
                 None)
