@@ -56,7 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "at per-device batches (published figures), e.g. 32:195,64:219")
     parser.add_argument("--step-cv", type=float, default=0.0, metavar="CV",
                         help="step-time coefficient of variation: a synchronous step waits "
-                        "for the expected slowest of its ranks")
+                        "for the expected slowest of its ranks (default: estimated from 30 or "
+                        "more measured steps, else the wait is not priced)")
     parser.add_argument("--step-overhead", type=float, default=0.0, metavar="SECONDS",
                         help="framework and optimizer time a step, whatever the batch")
     parser.add_argument("--fusion", metavar="MB:CYCLE_MS", help="Horovod tensor fusion instead "
@@ -65,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="predict the published scaling results (built-in table or FILE)")
     parser.add_argument("--calibrate-from", action="append", metavar="PATH",
                         help="records or stores to calibrate from (default ./results)")
+    parser.add_argument("--machine", metavar="NAME",
+                        help="calibrate from this machine's records (its label as reports "
+                        "show it; default: the records of this machine's hardware)")
     parser.add_argument("--calibration", action="store_true", help="print the fits")
     parser.add_argument("--validate", nargs="+", metavar="PATH",
                         help="predict every measured multi-rank run in PATH")
@@ -112,7 +116,7 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
                       args.compute_from, args.compute_rate,
                       tuple(args.calibrate_from or ["results"]), args.batch_size, args.threads,
                       args.scaling, args.topology, args.compute_curve, args.step_cv,
-                      args.step_overhead, args.fusion)
+                      args.step_overhead, args.fusion, getattr(args, "machine", None))
     if (args.network is None and args.topology is None) or all(
             v is None for v in (args.compute_rate, args.compute_from, args.compute_curve)):
         _calibrate_from(args, ["results"])
@@ -126,7 +130,11 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
     print(f"{first.facts.workload}/{first.facts.size} {first.precision}, batch {first.batch} "
           f"{'per rank' if first.scaling == 'weak' else 'global'} ({first.scaling} scaling)")
+    if prepared.chosen.label:
+        print(f"calibration: {prepared.chosen.label} ({prepared.chosen.why}): "
+              + "; ".join(f"{use} {', '.join(runs)}" for use, runs in _used(prepared)))
     print(f"compute: {first.compute.source}")
+    print(f"slowest of the ranks: {first.compute.spread}")
     for measured in first.overheads.values():
         print(f"{measured.strategy}'s own work: {measured.seconds * 1e3:.4g} ms a step "
               f"({measured.source})")
@@ -140,24 +148,36 @@ def predict_command(args: argparse.Namespace, json_target: Any) -> int:
         options = ", ".join(f"{k}={v}" for k, v in sorted(ctx.options.items()))
         print(f"\n{strategy}" + (f" ({options})" if options else ""))
         print(render_table(("nodes", "step ms", "samples/s", "efficiency", "comm share",
-                            "dominant", "note"), [_row(p) for p in points]))
+                            "rank wait ms", "dominant", "note"), [_row(p) for p in points]))
+        if any(p.comm_overtakes_compute for p in points):
+            print("* communication takes longer than compute (comm time > compute time)")
         records += [prediction_record(ctx, p, prepared.provenance, harness) for p in points]
-    print("\n* communication takes longer than compute (comm time > compute time)")
+    print()
     for line in prepared.provenance.assumptions:
         print(f"assumption: {line}")
     _write(records, json_target, target, args)
     return EXIT_OK
 
 
+def _used(prepared: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """The calibration records by use, as the text names them."""
+    provenance = prepared.provenance
+    return [(use, runs) for use, runs in (("compute", provenance.compute_runs),
+                                          ("network", provenance.comm_runs),
+                                          ("strategy overhead", provenance.overhead_runs))
+            if runs]
+
+
 def _row(point: Any) -> list[str]:
     estimate = point.estimate
     if estimate is None:
-        return [str(point.nodes), "-", "-", "-", "-", "-", point.reason]
+        return [str(point.nodes), "-", "-", "-", "-", "-", "-", point.reason]
     share = estimate.exposed_comm / estimate.step_time if estimate.step_time else 0.0
     mark = "*" if point.comm_overtakes_compute else ""
     return [str(point.nodes), f"{estimate.step_time * 1e3:.4g}", f"{estimate.throughput:.4g}",
             f"{point.efficiency:.3f}" if point.efficiency is not None else "-",
-            f"{share:.1%}{mark}", estimate.dominant, "; ".join(estimate.notes) or "-"]
+            f"{share:.1%}{mark}", f"{point.wait * 1e3:.3g}", estimate.dominant,
+            "; ".join(estimate.notes) or "-"]
 
 
 def _command_line(args: argparse.Namespace) -> str:
@@ -181,7 +201,8 @@ def _command_line(args: argparse.Namespace) -> str:
             ("--compute-from", args.compute_from, None),
             ("--compute-rate", args.compute_rate, None),
             ("--compute-curve", args.compute_curve, None), ("--step-cv", args.step_cv, 0.0),
-            ("--step-overhead", args.step_overhead, 0.0), ("--fusion", args.fusion, None)):
+            ("--step-overhead", args.step_overhead, 0.0), ("--fusion", args.fusion, None),
+            ("--machine", getattr(args, "machine", None), None)):
         if value is not None and value != default:
             words += [flag, str(value)]
     for path in args.calibrate_from or []:
@@ -207,12 +228,7 @@ def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
 def calibration_command(args: argparse.Namespace) -> int:
     """The α-β fits with R² and per-size residuals, and the compute calibrations."""
     from harness.core.text import render_table, size_label
-    from harness.predict.calibration import (
-        comm_fits,
-        compute_from_record,
-        compute_run,
-        fit_table_rows,
-    )
+    from harness.predict.calibration import comm_fits, compute_from_record, compute_run
     from harness.predict.inputs import load_calibration
     from harness.predict.overhead import measured_overheads
 
@@ -310,3 +326,15 @@ def validate_command(args: argparse.Namespace, json_target: Any) -> int:
             for row in rows if row.ctx is not None and row.point is not None]
         _write(records, json_target, None, args)
     return EXIT_OK
+
+
+def fit_table_rows(fits: list[Any]) -> list[list[str]]:
+    """Rows for `dtbench predict --calibration`: one per fit, with its worst residual."""
+    rows = []
+    for fit in fits:
+        worst = max(fit.residuals, key=abs)
+        rows.append([fit.comm, fit.op, str(fit.world_size), fit.link, f"{fit.alpha * 1e6:.2f}",
+                     f"{fit.beta * 1e9:.4f}", f"{1 / fit.beta / 1e9:.3f}" if fit.beta else "inf",
+                     f"{fit.r2:.4f}", f"{worst * 100:+.0f}%", str(len(fit.sizes))])
+    return rows
+

@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="the site's directory: new, empty, or a site publish wrote "
                         "before (replaced whole)")
+    parser.add_argument("--reference", metavar="MACHINE",
+                        help="the machine every other is a ratio to (default: the identified "
+                        "machine with the most records)")
 
 
 def check_directory(name: str) -> Path:
@@ -66,7 +69,9 @@ def command(args: argparse.Namespace) -> int:
         print(f"dtbench: publish: {clean_text(text)}", file=sys.stderr, flush=True)
 
     progress(f"{len(catalog.rows)} record(s) -> {args.output}")
-    regenerate = clean_text(shlex.join(["dtbench", "publish", *args.paths, "-o", args.output]),
+    reference = getattr(args, "reference", None)
+    regenerate = clean_text(shlex.join(["dtbench", "publish", *args.paths, "-o", args.output,
+                                        *(["--reference", reference] if reference else [])]),
                             None)
     parent = target.resolve().parent
     try:
@@ -75,7 +80,8 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {args.output}: cannot write in {parent} "
                          f"({exc.strerror or exc})") from None
     try:
-        site = Builder(catalog, built, regenerate=regenerate, progress=progress).build()
+        site = Builder(catalog, built, regenerate=regenerate, progress=progress,
+                       reference=reference).build()
         (built / MARKER).write_text("written by dtbench publish; the directory is replaced "
                                     "whole when it publishes again\n", encoding="utf-8")
         built.chmod(0o777 & ~_umask())

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="machine: rows of experiments, one column per machine")
     parser.add_argument("--reference", metavar="MACHINE",
                         help="with --by machine, the machine the others are compared with "
-                        "(default: the first by name)")
+                        "(default: the identified machine with the most records)")
 
 
 def command(args: argparse.Namespace) -> int:

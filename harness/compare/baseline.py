@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.compare.matching import fields_key
 from harness.core.errors import UsageError
+from harness.records.experiment import experiment_key
 from harness.records.summary import label_of as machine_of
 
 
@@ -52,8 +53,8 @@ MIN_HISTORY = 5
 @dataclass
 class Selection:
     """The records chosen as the baseline, the line that says where they came from, and the
-    run-to-run noise of each experiment in the machine's history (spec_key -> metric ->
-    percent)."""
+    run-to-run noise of each experiment in the machine's history (experiment key -> metric
+    -> percent)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     description: str = ""
@@ -79,7 +80,7 @@ def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     for record in records:
         if record.get("spec_key"):
             commit = code_of(record).get("commit") or f"run {record.get('run_id')}"
-            experiments.setdefault(str(record["spec_key"]), {}).setdefault(
+            experiments.setdefault(experiment_key(record), {}).setdefault(
                 str(commit), []).append(record)
     found: dict[str, dict[str, float]] = {}
     for key, commits in experiments.items():
@@ -115,8 +116,9 @@ def candidate_machine(candidate: list[dict[str, Any]]) -> str:
 
 
 def _experiment(record: Mapping[str, Any]) -> Any:
-    """The experiment a record measured: its spec_key, else its spec's identity."""
-    return record.get("spec_key") or fields_key(dict(record))
+    """The experiment a record measured (harness/records/experiment.py), else its spec's
+    identity."""
+    return experiment_key(record) if record.get("spec_key") else fields_key(dict(record))
 
 
 def _commits(records: list[dict[str, Any]]) -> str:
@@ -159,20 +161,24 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
 
 
 def pooled(records: list[dict[str, Any]], side: str) -> str | None:
-    """A warning when a side pools the records of several machines or commits of the code
-    under test (a whole store given as it is)."""
+    """What a side given whole (a store, a machine's folder) holds beyond one version of each
+    experiment on one machine, and what compare does with it: the latest version of each
+    machine's experiment, each machine paired with the same machine on the other side."""
+    from harness.records.experiment import latest, version_of
+
     machines = sorted({machine_of(r) for r in records})
-    commits = sorted({str(code_of(r).get("commit"))[:12] for r in records
-                      if code_of(r).get("commit")})
+    kept, older = latest(records)
     parts = []
     if len(machines) > 1:
-        parts.append(f"{len(machines)} machines ({'; '.join(machines[:4])}"
-                     f"{'; ...' if len(machines) > 4 else ''})")
-    if len(commits) > 1:
-        parts.append(f"{len(commits)} commits ({', '.join(commits[:4])}"
-                     f"{', ...' if len(commits) > 4 else ''})")
+        parts.append(f"records of {len(machines)} machines ({'; '.join(machines[:4])}"
+                     f"{'; ...' if len(machines) > 4 else ''}), each compared with the same "
+                     "machine on the other side")
+    if older:
+        left = sorted({version_of(r) for r in records} - {version_of(r) for r in kept})
+        parts.append(f"{older} older record(s) of the same experiments ({len(left)} earlier "
+                     f"commit(s) or day(s): {', '.join(left[:4])}{', ...' if len(left) > 4 else ''}"
+                     "), left out: each experiment's latest is compared")
     if not parts:
         return None
-    return (f"{side} pools the records of {' and '.join(parts)}; --baseline-branch, "
-            "--baseline-commit or --baseline-merge-base take one commit of the candidate's "
-            "machine from a store")
+    return (f"{side} holds {', and '.join(parts)}; --baseline-branch, --baseline-commit or "
+            "--baseline-merge-base take one commit of the candidate's machine from a store")

@@ -55,7 +55,9 @@ def shown(path: str) -> str:
     return redact(path) if is_store_url(path) else path
 
 
-def load_all(target: str) -> list[dict[str, Any]]:
+def load_all(target: str, failed_ok: bool = False) -> list[dict[str, Any]]:
+    """A side's records; UsageError where none is readable, or none succeeded (unless
+    `failed_ok` and some failed: a candidate whose runs all failed fails the gate)."""
     loaded, path = load_inputs([target]), shown(target)
     if not loaded.records:
         why = f" ({loaded.warnings[0]}" + (f", and {len(loaded.warnings) - 1} more" if
@@ -64,7 +66,8 @@ def load_all(target: str) -> list[dict[str, Any]]:
         raise UsageError(f"{path}: no readable dtbench records{why}")
     for message in loaded.warnings:
         warn(message)
-    if not any(record.get("status") == "success" for record in loaded.records):
+    if not any(record.get("status") == "success" for record in loaded.records) and not (
+            failed_ok and failed_runs(loaded.records)):
         raise UsageError(f"{path}: no successful records to compare "
                          f"({len(loaded.records)} skipped or failed)")
     return loaded.records
@@ -169,6 +172,18 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
         selection.noise
 
 
+def _all_failed(failures: list[str], threshold: float, target: Path | None) -> int:
+    """A candidate with no successful run: the gate fails (exit 1), naming each failed run;
+    nothing is left to compare against the baseline."""
+    comparison = Comparison(threshold, [], [], [], [], failed_runs=failures)
+    for failure in failures:
+        print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
+    print(comparison.summary())
+    if target is not None:
+        write_atomic(target, json.dumps(comparison.as_dict(), indent=1) + "\n")
+    return EXIT_FAILED
+
+
 def command(args: argparse.Namespace) -> int:
     if getattr(args, "trajectory", False):
         return trajectory_command(args)
@@ -176,7 +191,9 @@ def command(args: argparse.Namespace) -> int:
     match_on = parse_match_on(getattr(args, "match_on", None))
     if not is_store_url(args.baseline) and not Path(args.baseline).exists():
         raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
-    cand_all = load_all(args.candidate)
+    cand_all = load_all(args.candidate, failed_ok=True)
+    if not any(record.get("status") == "success" for record in cand_all):
+        return _all_failed(failed_runs(cand_all), float(args.threshold), target)
     base_all, noise = chosen_baseline(args, cand_all)
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
@@ -187,9 +204,9 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"different hardware ({label}: {'; '.join(found)}): compare refuses "
                          "to gate across machines; --allow-different-hardware makes it a "
                          "hardware comparison")
-    for label, found in comparison.hardware.items():
-        warn(f"different hardware: this is a hardware comparison ({label}: "
-             f"{'; '.join(found)}); a difference may come from the hardware")
+    for note in comparison.hardware_notes():
+        warn(f"different hardware: this is a hardware comparison ({note}); a difference may "
+             "come from the hardware")
     for side, records in (("baseline", baseline), ("candidate", candidate)):
         if unknown_hardware(records):
             warn(f"{side}: unknown hardware (its records carry no CPU fingerprint); the "

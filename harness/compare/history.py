@@ -20,11 +20,16 @@ from typing import Any
 import numpy as np
 
 from harness.compare.stats import bootstrap_ratio_ci, mann_whitney_p
-from harness.records.machine import machine_label
+from harness.core.fields import store_columns
+from harness.core.spec import RUN_FIELDS
+from harness.records.experiment import distinct_labels, experiment_key, machine_of, version_of
 from harness.records.record import metric as find_metric
+from harness.records.summary import SPEC_SUMMARY
 
 MIN_EFFECT = 0.05
 ALPHA = 0.01
+# The spec fields a store's index keeps beside the key: what a series' label may name.
+INDEXED_FIELDS = frozenset({*store_columns(RUN_FIELDS), *SPEC_SUMMARY})
 # Successive differences of noise have sigma·√2; 1.4826·MAD estimates a normal sigma.
 _MAD_TO_SIGMA = 1.4826 / math.sqrt(2.0)
 
@@ -62,7 +67,8 @@ class Step:
 
 @dataclass
 class Series:
-    """A metric of one experiment on one machine over commits, oldest first."""
+    """A metric of one experiment on one machine over commits, oldest first; `experiment` is
+    its label (harness/records/experiment.py), told apart from every other series'."""
 
     machine: str
     experiment: str
@@ -70,6 +76,7 @@ class Series:
     higher_is_better: bool
     points: list[Point]
     steps: list[Step] = field(default_factory=list)
+    workload: str = ""
 
 
 def noise_sigma(medians: Sequence[float]) -> float:
@@ -132,42 +139,36 @@ def detect(points: Sequence[Point], min_effect: float = MIN_EFFECT,
             for index, (ratio, p_value, before, after) in zip(breaks, tested, strict=True)]
 
 
-def _experiment(spec: dict[str, Any]) -> str:
-    parts = [str(spec.get(k)) for k in ("workload", "size", "backend", "precision")
-             if spec.get(k) is not None]
-    ranks = spec.get("world_size")
-    strategy = spec.get("strategy")
-    return " ".join(parts + ([f"{ranks} rank(s)"] if ranks else [])
-                    + ([strategy] if strategy and strategy != "ddp" else []))
-
-
 def build_series(records: Iterable[dict[str, Any]], metric_name: str,
                  min_effect: float = MIN_EFFECT, alpha: float = ALPHA) -> list[Series]:
-    """Successful records grouped by machine and experiment (spec_key), a point per commit
-    (records without one: per day), points in time order, with their steps."""
+    """Successful records grouped by machine and experiment (the identity every view shares),
+    a point per commit (records without one: per day), points in time order, with their
+    steps."""
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for record in records:
         found = find_metric(record, metric_name)
         if record.get("status") != "success" or not found or found.get("value") is None:
             continue
-        machine = machine_label(record.get("machine") or {})
-        key = (machine, str(record.get("spec_key") or _experiment(record.get("spec") or {})))
-        group = groups.setdefault(key, {"spec": record.get("spec") or {}, "points": {},
+        key = (machine_of(record), experiment_key(record))
+        group = groups.setdefault(key, {"record": record, "points": {},
                                         "higher": found.get("higher_is_better", True)})
         when = str(record.get("created_at") or "")
-        commit = (record.get("code") or {}).get("commit")
-        label = str(commit)[:12] if commit else when[:10]
+        label = version_of(record)
         point = group["points"].setdefault(label, Point(label, when))
         point.when = min(point.when, when) if point.when else when
         point.values.append(float(found["value"]))
+    ordered = sorted(groups.items())
+    # of the fields a store's index holds: a series reads the same from the index or records
+    labels = distinct_labels([group["record"] for _, group in ordered], INDEXED_FIELDS)
     series = []
-    for (machine, key), group in sorted(groups.items()):
+    for ((machine, _), group), label in zip(ordered, labels, strict=True):
         points = sorted(group["points"].values(), key=lambda p: p.when)
-        one = Series(machine, f"{_experiment(group['spec'])} [{key[1][:8]}]", metric_name,
-                     bool(group["higher"]), points)
+        spec = group["record"].get("spec") or {}
+        one = Series(machine, label, metric_name, bool(group["higher"]), points,
+                     workload=str(spec.get("workload")))
         one.steps = detect(points, min_effect, alpha)
         series.append(one)
-    return series
+    return sorted(series, key=lambda one: (one.machine, one.experiment))
 
 
 def render(series: Sequence[Series]) -> str:

@@ -1,6 +1,9 @@
-"""Which records of the two sides are the same experiment: grouped by spec (spec_key where
-every record has one, else the spec's identity by the declared run fields, or only the fields
-of --match-on)."""
+"""Which records of the two sides are the same experiment: grouped by spec (the experiment
+identity of harness/records/experiment.py where every record has a spec_key, else the spec's
+identity by the declared run fields, or only the fields of --match-on). Within a side, records
+of one machine's experiment are pooled only from its latest version of the code (a side that
+holds several commits compares the newest), and the records of several machines are paired
+machine by machine, never pooled."""
 from __future__ import annotations
 
 import json
@@ -12,6 +15,7 @@ from harness.core.fields import identity, store_columns
 from harness.core.spec import KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS
 from harness.core.text import size_label
 from harness.microbench.kernels import metrics as kernel
+from harness.records.experiment import APART_FIELDS, experiment_key, latest, machine_of
 
 # The identity fields every task's record carries (the store indexes them): the fallback key
 # of a comm or kernel record, beside the fields of its own task.
@@ -19,7 +23,7 @@ KEY_FIELDS = tuple(name for name in store_columns(RUN_FIELDS) if name not in NOT
 # What a spec field means where an older record lacks it.
 FIELD_DEFAULTS = KEY_DEFAULTS
 # Spec fields that never make two runs different experiments.
-NOT_IDENTITY = frozenset(NOT_IN_KEY)
+NOT_IDENTITY = frozenset(NOT_IN_KEY) - frozenset(APART_FIELDS)
 
 
 def _plain(value: Any) -> str:
@@ -46,8 +50,9 @@ def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
     measured there; a kernel record's common fields, its shape, pass, algorithm and threads."""
     spec = record["spec"]
     if not match_on and spec.get("task") not in ("comm", kernel.TASK):
+        apart = {name: spec[name] for name in APART_FIELDS if spec.get(name) is not None}
         return tuple(f"{name}={_plain(value)}"
-                     for name, value in sorted(identity(spec, RUN_FIELDS).items()))
+                     for name, value in sorted({**identity(spec, RUN_FIELDS), **apart}.items()))
     key = [_plain(spec_value(spec, name)) for name in match_on or KEY_FIELDS]
     if spec.get("task") == "comm" and not match_on:
         key += [_plain(spec.get("op")), _plain(_largest_size(spec))]
@@ -57,8 +62,7 @@ def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
 
 
 def _spec_key(record: dict[str, Any]) -> str | None:
-    value = record.get("spec_key")
-    return _plain(value) if value not in (None, "") else None
+    return experiment_key(record) if record.get("spec_key") not in (None, "") else None
 
 
 def _size_text(size: Any) -> str:
@@ -82,7 +86,12 @@ def spec_label(record: dict[str, Any], spec_key: str | None = None) -> str:
         if spec.get("mode") not in (None, "throughput"):
             parts.append(spec.get("mode"))
     label = "/".join(str(part) for part in parts)
-    return f"{label} key {spec_key[:8]}" if spec_key else label
+    if not spec_key:
+        apart = [f"{name}={_plain(spec[name])}" for name in APART_FIELDS
+                 if spec.get(name) is not None]
+        return " ".join([label, *apart])
+    key, _, apart = spec_key.partition(" ")
+    return f"{label} key {key[:8]}" + (f" {apart}" if apart else "")
 
 
 @dataclass
@@ -104,9 +113,31 @@ def _group(records: Iterable[dict[str, Any]], match_on: tuple[str, ...] | None
     return groups
 
 
-def _one_group(records: list[dict[str, Any]], spec_key: str | None = None) -> SpecGroup:
-    return SpecGroup(str(records[0]["spec"].get("workload")), spec_label(records[0], spec_key),
-                     records)
+def _one_group(records: list[dict[str, Any]], spec_key: str | None = None,
+               machine: str | None = None) -> SpecGroup:
+    label = spec_label(records[0], spec_key) + (f" on {machine}" if machine else "")
+    return SpecGroup(str(records[0]["spec"].get("workload")), label, records)
+
+
+def _by_machine(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        found.setdefault(machine_of(record), []).append(record)
+    return found
+
+
+def _pair(base: list[dict[str, Any]], cand: list[dict[str, Any]], shown: str | None
+          ) -> tuple[list[tuple[SpecGroup, SpecGroup]], list[SpecGroup], list[SpecGroup]]:
+    """One experiment's records of the two sides: one machine a side is one pair (the same
+    machine, or a hardware comparison); with several, each machine is paired with itself and
+    the rest have no partner."""
+    before, after = _by_machine(base), _by_machine(cand)
+    if len(before) == 1 and len(after) == 1:
+        return [(_one_group(base, shown), _one_group(cand, shown))], [], []
+    pairs = [(_one_group(before[m], shown, m), _one_group(after[m], shown, m))
+             for m in before if m in after]
+    return (pairs, [_one_group(found, shown, m) for m, found in before.items() if m not in after],
+            [_one_group(found, shown, m) for m, found in after.items() if m not in before])
 
 
 def match_specs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
@@ -117,25 +148,39 @@ def match_specs(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
     spec_key decides when every record of a spec has one (it covers fields such as threads and
     compile that the fallback key lacks); otherwise the fields key alone decides. With
     `match_on`, only those spec fields decide (a comparison across an intended difference)."""
-    base_groups, cand_groups = _group(baseline, match_on), _group(candidate, match_on)
+    base_groups = _group(latest(baseline)[0], match_on)
+    cand_groups = _group(latest(candidate)[0], match_on)
+    # a side of several machines names each group's machine
+    several_base = len(_by_machine(baseline)) > 1
+    several_cand = len(_by_machine(candidate)) > 1
     pairs: list[tuple[SpecGroup, SpecGroup]] = []
     only_base: list[SpecGroup] = []
     only_cand: list[SpecGroup] = []
+
+    def add(base: list[dict[str, Any]], cand: list[dict[str, Any]], shown: str | None) -> None:
+        found = _pair(base, cand, shown)
+        pairs.extend(found[0])
+        only_base.extend(found[1])
+        only_cand.extend(found[2])
+
     for key in list(base_groups) + [k for k in cand_groups if k not in base_groups]:
         base, cand = base_groups.get(key, {}), cand_groups.get(key, {})
         if not base or not cand:
-            for side, found in ((base, only_base), (cand, only_cand)):
-                found += [_one_group(records, spec_key if len(side) > 1 else None)
-                          for spec_key, records in side.items()]
+            for side, found, several in ((base, only_base, several_base),
+                                         (cand, only_cand, several_cand)):
+                for spec_key, records in side.items():
+                    found += [_one_group(members, spec_key if len(side) > 1 else None,
+                                         machine if several else None)
+                              for machine, members in _by_machine(records).items()]
         elif None in base or None in cand:
-            pairs.append((_one_group([r for rs in base.values() for r in rs]),
-                          _one_group([r for rs in cand.values() for r in rs])))
+            add([r for rs in base.values() for r in rs], [r for rs in cand.values() for r in rs],
+                None)
         else:
             split = len(set(base) | set(cand)) > 1
             for spec_key, records in base.items():
                 shown = spec_key if split else None
                 if spec_key in cand:
-                    pairs.append((_one_group(records, shown), _one_group(cand[spec_key], shown)))
+                    add(records, cand[spec_key], shown)
                 else:
                     only_base.append(_one_group(records, shown))
             only_cand += [_one_group(records, spec_key) for spec_key, records in cand.items()

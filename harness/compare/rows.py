@@ -10,20 +10,13 @@ from typing import Any
 import numpy as np
 
 from harness.compare.matching import SpecGroup, match_specs
-from harness.compare.stats import ALPHA, RatioTest, finite_samples, ratio_of
+from harness.compare.pooled import pool_metrics
+from harness.compare.stats import ALPHA, RatioTest, ratio_of
 from harness.core.text import render_table
-from harness.microbench.kernels import metrics as kernel
 from harness.records.definitions import OVER_MEDIAN_STEP, center
+from harness.records.experiment import experiment_key
 from harness.records.record import finite_json
 
-# Constants of the model or the machine, not of the run: a change there is not a regression.
-NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
-                          "bytes_sent_per_rank", "memory_bandwidth", *kernel.CONSTANT_METRICS})
-# docs/spec/metrics.md, for foreign records whose metrics do not say which way is better.
-KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
-                    "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
-                    "algbw": True, "busbw": True, "latency": False, "energy": False,
-                    "power": False, "energy_per_sample": False}
 # Records whose values are computed, not measured: the same inputs give the same numbers, so
 # values are compared as they are (a prediction changed or it did not).
 DETERMINISTIC_TASKS = frozenset({"prediction"})
@@ -55,79 +48,6 @@ UNRESOLVED = "below resolution"
 ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
 HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
           "ratio CI95", "p", "n (base/cand)", "verdict")
-
-
-@dataclass
-class PooledMetric:
-    """One metric over the records of a spec: all raw samples, and each record's value."""
-
-    unit: str
-    higher_is_better: bool | None
-    samples: list[float] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    runs: list[list[float]] = field(default_factory=list)
-    # {mean, stddev, rounds} of runs stored without raw samples (pytest-benchmark --save)
-    summaries: list[dict[str, float]] = field(default_factory=list)
-    # each run's stated precision (its 95% interval's half-width, percent; interval_pct)
-    intervals: list[float] = field(default_factory=list)
-
-    def resolution(self, name: str) -> float | None:
-        """What this side can resolve, percent: the larger of its runs' typical interval and
-        the spread between its runs (half their range over their median); None where the
-        records state no precision (older records)."""
-        if not self.intervals:
-            return None
-        within = statistics.median(self.intervals)
-        centers = [center(name, run) for run in self.runs if run]
-        middle = statistics.median(centers) if len(centers) >= 2 else 0.0
-        between = (max(centers) - min(centers)) / 2 / abs(middle) * 100.0 if middle else 0.0
-        return max(within, between)
-
-    def summary_value(self, name: str) -> float | None:
-        """The stored value (median over repeats), else what the metric's definition makes of
-        the samples."""
-        if self.values:
-            return statistics.median(self.values)
-        return center(name, self.samples) if self.samples else None
-
-
-def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
-    pooled: dict[str, PooledMetric] = {}
-    for record in records:
-        for entry in record["metrics"]:
-            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-                continue
-            name = entry["name"]
-            if name in NOT_COMPARED:
-                continue
-            direction = entry.get("higher_is_better")
-            if not isinstance(direction, bool):
-                direction = KNOWN_DIRECTIONS.get(name)
-            metric = pooled.setdefault(name, PooledMetric(str(entry.get("unit") or ""), direction))
-            samples = entry.get("samples")
-            run = finite_samples(samples if isinstance(samples, list) else []).tolist()
-            metric.samples += run
-            if run:
-                metric.runs.append(run)
-            metric.values += finite_samples([entry.get("value")]).tolist()
-            stated = entry.get("interval_pct")
-            achieved = stated.get("achieved") if isinstance(stated, dict) else None
-            metric.intervals += finite_samples([achieved]).tolist()
-            summary = _summary_of(entry)
-            if not run and summary is not None:
-                metric.summaries.append(summary)
-    return pooled
-
-
-def _summary_of(entry: dict[str, Any]) -> dict[str, float] | None:
-    """{mean, stddev, rounds} from a metric's `summary` where all three are usable numbers."""
-    summary = entry.get("summary")
-    if not isinstance(summary, dict):
-        return None
-    values = finite_samples([summary.get(k) for k in ("mean", "stddev", "rounds")])
-    if values.size != 3 or values[2] < 2 or values[0] <= 0 or values[1] < 0:
-        return None
-    return {"mean": float(values[0]), "stddev": float(values[1]), "rounds": float(values[2])}
 
 
 @dataclass(frozen=True)
@@ -287,6 +207,15 @@ class Comparison:
         """Whether the gate fails: a significant regression or a failed candidate run."""
         return bool(self.regressions or self.failed_runs)
 
+    def hardware_notes(self) -> list[str]:
+        """'fields that differ (N specs: labels)': once per set of differences, however many
+        specs share it (two machines differ the same way in every experiment)."""
+        shared: dict[str, list[str]] = {}
+        for label, found in self.hardware.items():
+            shared.setdefault("; ".join(found), []).append(label)
+        return [f"{found} ({len(labels)} spec(s): {', '.join(labels[:3])}"
+                f"{', ...' if len(labels) > 3 else ''})" for found, labels in shared.items()]
+
     @property
     def compared(self) -> list[ComparisonRow]:
         """Rows whose metric was tested (samples or summaries on both sides)."""
@@ -320,8 +249,7 @@ class Comparison:
                       + " |" for row in changed]
             lines.append("")
         lines += [f"- failed: {run}" for run in self.failed_runs]
-        lines += [f"- different hardware ({label}): {'; '.join(found)}"
-                  for label, found in self.hardware.items()]
+        lines += [f"- different hardware: {note}" for note in self.hardware_notes()]
         lines.append(f"{len(self.compared)} metric(s) compared; threshold "
                      f"{self.threshold_pct:g}%, Holm-corrected.")
         return "\n".join(lines) + "\n"
@@ -331,8 +259,8 @@ class Comparison:
             "no spec in common between baseline and candidate"]
         lines += [f"only in baseline: {g.workload} ({g.label})" for g in self.only_in_baseline]
         lines += [f"only in candidate: {g.workload} ({g.label})" for g in self.only_in_candidate]
-        lines += [f"different hardware: this is a hardware comparison ({label}: "
-                  f"{'; '.join(found)})" for label, found in self.hardware.items()]
+        lines += [f"different hardware: this is a hardware comparison ({note})"
+                  for note in self.hardware_notes()]
         if any(row.test is not None and row.test.level == "summary" for row in self.rows):
             lines.append("note: rows measured 'summary' come from summary statistics alone "
                          "(mean, stddev, rounds; no per-round data in the file): ratio of "
@@ -395,8 +323,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
                     threshold_pct: float, match_on: tuple[str, ...] | None = None,
                     noise: dict[str, dict[str, float]] | None = None) -> Comparison:
     """Compare the successful records of two sides (others are ignored). `noise`: each
-    experiment's run-to-run noise in the baseline machine's history (spec_key -> metric ->
-    percent), below which no change is called one."""
+    experiment's run-to-run noise in the baseline machine's history (experiment key ->
+    metric -> percent), below which no change is called one."""
     from harness.core.hardware import hardware_differences
 
     pairs, only_base, only_cand = match_specs(
@@ -404,8 +332,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
         [r for r in candidate if r.get("status") == "success"], match_on)
     rows = holm([row for base, cand in pairs
                  for row in compare_groups(base, cand, threshold_pct,
-                                           (noise or {}).get(str(base.records[0].get(
-                                               "spec_key"))))])
+                                           (noise or {}).get(experiment_key(
+                                               base.records[0])))])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records
@@ -417,5 +345,4 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
 
 
 def _machine(record: dict[str, Any]) -> dict[str, Any]:
-    machine = record.get("machine")
-    return machine if isinstance(machine, dict) else {}
+    return record["machine"] if isinstance(record.get("machine"), dict) else {}

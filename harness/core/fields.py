@@ -84,6 +84,9 @@ class RunField:
     multi: int = 0
     spec: str | None = ""
     identity: bool = True
+    # outside the key (records keep the key they were written with) yet never pooled with
+    # another value: the views tell experiments apart by it too (the suite a run was part of)
+    apart: bool = False
     # for fields added after the first records: the key leaves them out while they hold this
     key_default: Any = MISSING
     # the strategy whose option this flag sets, and which older records kept as a spec field
@@ -148,6 +151,19 @@ def not_in_key(fields: Sequence[RunField]) -> tuple[str, ...]:
     """Spec fields that never make two runs different experiments."""
     return tuple(f.spec_name for f in fields
                  if f.spec_name is not None and not f.launch and not f.identity)
+
+
+def experiment_fields(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """Spec fields that make two runs different experiments, in declared order: those of the
+    key, then those kept apart beside it."""
+    return tuple(f.spec_name for f in fields if f.spec_name is not None and not f.launch
+                 and (f.identity or f.apart))
+
+
+def apart_fields(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """Spec fields outside the key that still tell experiments apart."""
+    return tuple(f.spec_name for f in fields
+                 if f.spec_name is not None and not f.identity and f.apart)
 
 
 def key_defaults(fields: Sequence[RunField]) -> dict[str, Any]:

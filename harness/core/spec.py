@@ -164,7 +164,9 @@ RUN_FIELDS: tuple[RunField, ...] = (
     # Spec fields the planner settles or derives; no option sets them directly.
     RunField("compile_mode", identity=False),
     RunField("ipex_mode", identity=False),
-    RunField("suite", identity=False, store=True, report=14),
+    # not in the key (published records keep theirs), but a quick-suite run is never pooled
+    # with a scaling-suite one: apart
+    RunField("suite", identity=False, apart=True, store=True, report=14),
     RunField("env", identity=False),
     RunField("replicas", identity=False),
     RunField("world_size", store=True, report=7),

@@ -5,6 +5,7 @@ same model on any machine.
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass, replace
@@ -13,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UsageError
-from harness.core.stats import quantile
 from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
-from harness.records.machine import machine_label
+from harness.records.experiment import experiment_of, fields_of, machine_of, version_of
 
 COMM_OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 PLAIN = (None, "ddp")  # single-rank runs that are compute alone (no strategy, or ddp)
@@ -167,7 +167,9 @@ def network_from_fits(fits: list[Fit], comm: str, algorithm: str = "ring",
 
 @dataclass(frozen=True)
 class ComputeCalibration:
-    """Compute seconds per sample on one rank, with the per-step spread it was measured with."""
+    """Compute seconds per sample on one rank, the per-step times it was measured with, and
+    the step-to-step spread that prices the wait for the slowest rank (cv: stated, estimated
+    from enough steps, or 0; `spread` says which)."""
 
     seconds_per_sample: float
     step_samples: tuple[float, ...]
@@ -179,7 +181,8 @@ class ComputeCalibration:
     assumed: bool = False
     scaled: bool = False  # from runs at other threads per rank, assuming linear scaling
     fixed_s: float = 0.0  # seconds a step takes whatever its batch (framework, optimizer)
-    cv: float = 0.0  # a given step-to-step coefficient of variation (replaces the samples)
+    cv: float = 0.0  # the step-to-step coefficient of variation the wait is priced from
+    spread: str = ""  # where cv came from, or why the wait is not priced
 
     def rate(self, batch: float) -> float:
         """Samples per second of one rank at `batch`: batch / (fixed_s + batch · s)."""
@@ -187,27 +190,11 @@ class ComputeCalibration:
 
     def step(self, samples: float, ranks: int = 1) -> float:
         """Seconds of compute for `samples` on one rank, as the slowest of `ranks` ranks that
-        wait for each other. With a coefficient of variation (normal step times) the
-        expected maximum of n is μ·(1 + cv·Φ⁻¹((n - 0.375)/(n + 0.25))) (Blom 1958; within 3%
-        of the exact order statistic from n = 3 up); with measured steps, slowest_of."""
-        if self.cv > 0:
-            mean = self.fixed_s + samples * self.seconds_per_sample
-            return mean * (1 + self.cv * expected_max_normal(ranks))
-        return self.fixed_s + samples * self.slowest_of(ranks)
-
-    def quantile(self, q: float) -> float:
-        """Seconds per sample at quantile q of the measured steps (the median without them)."""
-        if not self.step_samples:
-            return self.seconds_per_sample
-        return quantile(self.step_samples, q)
-
-    def slowest_of(self, ranks: int) -> float:
-        """Seconds per sample of the slowest of `ranks` ranks in the median step: with
-        independent per-step times distributed as measured, the median of their maximum is
-        the 0.5^(1/ranks) quantile (ranks = 1: the median)."""
-        if ranks <= 1 or not self.step_samples:
-            return self.seconds_per_sample
-        return max(self.seconds_per_sample, self.quantile(0.5 ** (1 / ranks)))
+        wait for each other: with a spread (normal step times of coefficient of variation cv)
+        the expected maximum of n is μ·(1 + cv·Φ⁻¹((n - 0.375)/(n + 0.25))) (Blom 1958;
+        within 3% of the exact order statistic from n = 3 up); without one, μ."""
+        mean = self.fixed_s + samples * self.seconds_per_sample
+        return mean * (1 + self.cv * expected_max_normal(ranks)) if self.cv > 0 else mean
 
 
 def expected_max_normal(n: int) -> float:
@@ -268,14 +255,27 @@ def compute_run(record: dict[str, Any]) -> bool:
     return single_rank_run(record) and record["spec"].get("strategy") in PLAIN
 
 
+def _batch_free(record: dict[str, Any]) -> tuple[str, str, str]:
+    """What a batch sweep's runs share: every identity field but the batch (the global batch
+    as its multiple of it), the machine and the version of the code
+    (harness/records/experiment.py)."""
+    fields = {k: v for k, v in fields_of(record["spec"]).items() if k != "batch_per_rank"}
+    batch, total = record["spec"].get("batch_per_rank"), fields.get("global_batch")
+    if isinstance(total, int | float) and isinstance(batch, int) and batch > 0:
+        fields["global_batch"] = total / batch
+    return (json.dumps(fields, sort_keys=True, default=str), machine_of(record),
+            version_of(record))
+
+
 def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: str,
                          precision: str, backend: str, threads: int | None = None,
                          batch: int | None = None) -> ComputeCalibration | None:
     """The single-rank plain or ddp runs of the same workload, size, precision and backend
-    that match best: the same threads per rank (else the most), then the nearest batch. Runs
-    tied on both give the median of their medians, and their steps' spread around their own
-    medians (a shared host's slow hour moves a whole run, not one rank's steps). None when
-    none."""
+    that match best: the same threads per rank (else the most), then the nearest batch; of
+    those, one experiment at one version of the code on one machine (the newest record's:
+    the experiment identity every view keeps apart), never several pooled. Its repeats give
+    the median of their medians, and their steps' spread around their own medians (a shared
+    host's slow hour moves a whole run, not one rank's steps). None when none."""
     candidates = [r for r in records if compute_run(r) and all(
         r["spec"].get(k) == v for k, v in (("workload", workload), ("size", size),
                                            ("precision", precision), ("backend", backend)))]
@@ -290,19 +290,24 @@ def compute_from_records(records: list[dict[str, Any]], *, workload: str, size: 
                 abs(spec["batch_per_rank"] - batch) if batch else 0)
 
     best = min(rank(r) for r in candidates)
-    chosen = sorted((r for r in candidates if rank(r) == best), key=lambda r: r["run_id"])
+    tied = [r for r in candidates if rank(r) == best]
+    newest = max(tied, key=lambda r: (str(r.get("created_at", "")), r["run_id"]))
+    chosen = sorted((r for r in tied if experiment_of(r) == experiment_of(newest)),
+                    key=lambda r: r["run_id"])
     parts = [compute_from_record(r, threads) for r in chosen]
     level = statistics.median(part.seconds_per_sample for part in parts)
     samples = tuple(s * level / part.seconds_per_sample for part in parts
                     for s in part.step_samples)
     note = "" if len(parts) == 1 else f" and {len(parts) - 1} more run(s)"
+    if len(tied) > len(chosen):
+        note += (f"; {len(tied) - len(chosen)} run(s) of other experiments or commits left "
+                 "out (the newest's alone)")
     found = ComputeCalibration(level, samples, parts[0].batch,
                                parts[0].threads, tuple(r["run_id"] for r in chosen),
                                max(r["created_at"] for r in chosen), parts[0].source + note,
                                scaled=parts[0].scaled)
     sweep = [r for r in candidates if rank(r)[:2] == best[:2]
-             and machine_label(r.get("machine") or {}) ==
-             machine_label(chosen[0].get("machine") or {})]
+             and _batch_free(r) == _batch_free(newest)]
     return batch_curve(found, sweep, threads)
 
 
@@ -377,15 +382,3 @@ def compute_from_curve(text: str, flag: str = "--compute-curve") -> ComputeCalib
     return ComputeCalibration(per_sample, (), max(batches), None, (), "",
                               f"given one-device throughput {shown}", assumed=True,
                               fixed_s=fixed)
-
-
-def fit_table_rows(fits: list[Fit]) -> list[list[str]]:
-    """Rows for `dtbench predict --calibration`: one per fit, with its worst residual."""
-    rows = []
-    for fit in fits:
-        worst = max(fit.residuals, key=abs)
-        rows.append([fit.comm, fit.op, str(fit.world_size), fit.link, f"{fit.alpha * 1e6:.2f}",
-                     f"{fit.beta * 1e9:.4f}", f"{1 / fit.beta / 1e9:.3f}" if fit.beta else "inf",
-                     f"{fit.r2:.4f}", f"{worst * 100:+.0f}%", str(len(fit.sizes))])
-    return rows
-

@@ -2,7 +2,7 @@
 
 A measured single-rank step of T seconds is split into forward and backward by the workload's
 FLOP shares (T_f = T·forward FLOPs/all FLOPs, T_b = T - T_f). Synchronous strategies take T as
-the slowest of their ranks (ComputeCalibration.slowest_of). Byte volumes come from
+the slowest of their ranks (ComputeCalibration.step). Byte volumes come from
 harness.strategies.volumes; times from the network's α-β costs.
 """
 from __future__ import annotations

@@ -21,11 +21,14 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.costs import ALGORITHMS
+from harness.predict.machine import Chosen, choose_machine
 from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
 from harness.predict.overhead import overheads_from_records
 from harness.predict.records import EPOCH, Provenance
+from harness.predict.spread import with_spread
 from harness.predict.topology import parse_topology
+from harness.records.experiment import machine_of
 from harness.records.inputs import load_inputs
 from workloads.external import is_external
 
@@ -54,6 +57,7 @@ class Request:
     step_cv: float = 0.0
     step_overhead: float = 0.0
     fusion: str | None = None
+    machine: str | None = None  # whose records calibrate (default: this machine's hardware)
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Prepared:
     contexts: dict[str, Context]
     provenance: Provenance
     warnings: list[str] = field(default_factory=list)
+    chosen: Chosen = field(default_factory=lambda: Chosen([]))
 
 
 def load_calibration(paths: tuple[str, ...], warnings: list[str]) -> list[dict[str, Any]]:
@@ -77,14 +82,11 @@ def _compute(request: Request, records: list[dict[str, Any]], flops: int
     found, source = _measured_compute(request, records, flops)
     if request.step_cv < 0 or request.step_overhead < 0:
         raise UsageError("--step-cv and --step-overhead must be >= 0")
-    if request.step_cv or request.step_overhead:
-        notes = [f"step-time cv {request.step_cv:g} given"] if request.step_cv else []
-        notes += [f"+{request.step_overhead * 1e3:g} ms a step given"] \
-            if request.step_overhead else []
-        found = replace(found, cv=request.step_cv or found.cv,
-                        fixed_s=found.fixed_s + request.step_overhead,
-                        source=f"{found.source}; {', '.join(notes)}", assumed=True)
-    return found, source
+    if request.step_overhead:
+        found = replace(found, fixed_s=found.fixed_s + request.step_overhead,
+                        source=f"{found.source}; +{request.step_overhead * 1e3:g} ms a step "
+                        "given", assumed=True)
+    return with_spread(found, request.step_cv), source
 
 
 def _borrowed_rate(request: Request, records: list[dict[str, Any]], flops: int
@@ -161,6 +163,17 @@ def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, 
     return network, sorted({run for fit in used for run in fit.run_ids})
 
 
+def _elsewhere(why: str, request: Request, loaded: list[dict[str, Any]], chosen: Chosen) -> str:
+    """A missing network calibration, with whose records it came from and which other
+    machines' records would have one."""
+    if not chosen.label:
+        return why
+    others = sorted({machine_of(r) for r in loaded if r not in chosen.records
+                     and r["spec"].get("task") == "comm" and r["spec"].get("comm") == request.comm})
+    return (f"{why}, among the records of {chosen.label} ({chosen.why}); give --network LINK"
+            + (f", or --machine with one that has them ({'; '.join(others)})" if others else ""))
+
+
 def prepare(request: Request) -> Prepared:
     """Check and calibrate everything; UsageError (exit 2) names the first problem."""
     if request.scaling not in ("weak", "strong"):
@@ -172,9 +185,15 @@ def prepare(request: Request) -> Prepared:
     given_compute = any(v is not None for v in (request.compute_rate, request.compute_from,
                                                 request.compute_curve))
     needs_records = not (given_network and given_compute)
-    records = load_calibration(request.calibrate_from, warnings) if needs_records else []
+    loaded = load_calibration(request.calibrate_from, warnings) if needs_records else []
+    chosen = choose_machine(loaded, request.machine, " ".join(request.calibrate_from))
+    warnings += chosen.warnings
+    records = chosen.records
     compute, source = _compute(request, records, facts.flops_per_sample)
-    network, comm_runs = _network(request, records)
+    try:
+        network, comm_runs = _network(request, records)
+    except UsageError as why:
+        raise UsageError(_elsewhere(str(why), request, loaded, chosen)) from None
     batch = request.batch_size or compute.batch or 0
     if batch < 1 and is_external(request.workload):
         raise UsageError(f"{request.workload}: give --batch-size (per device)")
@@ -198,6 +217,7 @@ def prepare(request: Request) -> Prepared:
         compute_runs=compute.run_ids, comm_runs=tuple(comm_runs),
         created_at=max(created, default=EPOCH),
         machine=dict(source.get("machine", {})) if source else {},
+        machine_label=chosen.label,
         software=dict(source.get("software", {})) if source else {},
         assumptions=tuple(assumptions),
         overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
@@ -205,13 +225,16 @@ def prepare(request: Request) -> Prepared:
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
                            options[s], overheads=overheads, fusion=fusion)
                 for s in request.strategies}
-    return Prepared(contexts, provenance, warnings)
+    return Prepared(contexts, provenance, warnings, chosen)
 
 
 def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The paths, after checking each exists (a clear usage error otherwise)."""
+    """The paths, after checking each exists (a clear usage error otherwise); a store's URL
+    is checked when it is read."""
+    from harness.records.storeurl import is_store_url
+
     for name in paths:
-        if not Path(name).exists():
+        if not is_store_url(name) and not Path(name).exists():
             raise UsageError(f"{name}: no such file or directory (calibration records: give "
                              "--calibrate-from PATH, or --network and --compute-rate)")
     return paths

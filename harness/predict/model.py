@@ -4,7 +4,7 @@ over node counts. A strategy's options, their defaults and aliases are its class
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UnknownNameError, UsageError
@@ -75,6 +75,8 @@ class Point:
     estimate: StepEstimate | None
     reason: str = ""
     baseline_rate: float = 0.0
+    # seconds the step waits for the slowest of its synchronous ranks (0 without a spread)
+    wait: float = 0.0
 
     @property
     def efficiency(self) -> float | None:
@@ -93,13 +95,19 @@ def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
     strategy_class(strategy)
     model = MODELS[strategy]
     baseline = ctx.compute.rate(ctx.rank_batch(1))
+    # the same step with every rank at the mean: what the slowest rank's wait adds
+    level = replace(ctx, compute=replace(ctx.compute, cv=0.0)) if ctx.compute.cv > 0 else None
     points = []
     for count in nodes:
         if count < 1:
             raise UsageError(f"--nodes: {count} is not a positive node count")
         try:
-            points.append(Point(strategy, count, model(ctx, count), baseline_rate=baseline))
+            estimate = model(ctx, count)
         except NotModelled as why:
             points.append(Point(strategy, count, None, str(why), baseline))
+            continue
+        wait = estimate.step_time - model(level, count).step_time if level else 0.0
+        points.append(Point(strategy, count, estimate, baseline_rate=baseline,
+                            wait=max(0.0, wait)))
     return points
 

@@ -34,6 +34,13 @@ class Provenance:
     software: dict[str, Any] = field(default_factory=dict)
     assumptions: tuple[str, ...] = ()
     overhead_runs: tuple[str, ...] = ()  # single-rank runs that measured a strategy's own work
+    machine_label: str = ""  # the machine every calibration record above was made on
+
+    def used(self) -> list[dict[str, str]]:
+        """Every calibration record the prediction rests on: its run id, machine and use."""
+        return [{"run_id": run, "machine": self.machine_label, "use": use}
+                for use, runs in (("compute", self.compute_runs), ("network", self.comm_runs),
+                                  ("strategy overhead", self.overhead_runs)) for run in runs]
 
 
 CALIBRATION_FIELDS = ("compute", "compute_assumed", "global_batch")
@@ -108,6 +115,9 @@ def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
         Metric("comm_share", "1", estimate.exposed_comm / step if step > 0 else 0.0, False,
                extra={"meaning": "share of the step not covered by compute"}),
         Metric("comm_bytes", "bytes", sum(estimate.volumes.values()), False),
+        Metric("rank_wait", "s", point.wait, False,
+               extra={"meaning": "what waiting for the slowest synchronous rank adds to the "
+                                 "step", "spread": ctx.compute.spread}),
     ]
     metrics += [Metric(f"comm_bytes_{kind}", "bytes", value, False)
                 for kind, value in estimate.volumes.items()]
@@ -126,10 +136,13 @@ def prediction_record(ctx: Context, point: Point, provenance: Provenance,
     """One point as a record: success with metrics, or skipped saying why it has none."""
     spec = prediction_spec(ctx, point, provenance.comm)
     estimate = point.estimate
-    calibration: dict[str, list[str]] = {"compute": list(provenance.compute_runs),
-                                         "comm": list(provenance.comm_runs)}
+    calibration: dict[str, Any] = {"compute": list(provenance.compute_runs),
+                                   "comm": list(provenance.comm_runs)}
     if provenance.overhead_runs:
         calibration["overhead"] = list(provenance.overhead_runs)
+    if provenance.machine_label:
+        calibration["machine"] = provenance.machine_label
+        calibration["records"] = provenance.used()
     details = {
         "model_version": MODEL_VERSION,
         "dominant": estimate.dominant if estimate else None,

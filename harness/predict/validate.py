@@ -24,8 +24,10 @@ from harness.predict.calibration import (
     network_from_fits,
 )
 from harness.predict.context import Context, workload_facts
+from harness.predict.machine import hardware_of
 from harness.predict.model import MODELS, Point, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
+from harness.predict.spread import with_spread
 from harness.records.record import metric
 from harness.strategies import STRATEGIES
 
@@ -166,7 +168,8 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
             threads=threads or None, batch=spec.get("batch_per_rank"))
         if compute is None:
             raise UsageError(f"no single-rank run of {facts.workload}/{facts.size} "
-                             f"{spec.get('precision')} to calibrate compute")
+                             f"{spec.get('precision')} of its machine to calibrate compute")
+        compute = with_spread(compute)
         network, used = network_from_fits(fits, str(spec.get("comm")), algorithm, link)
         given = _given_options(spec, strategy)
         options = strategy_options(strategy, given, strict=False)
@@ -206,9 +209,14 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
 
 def validate(measured: list[dict[str, Any]], calibration: list[dict[str, Any]],
              algorithm: str = "ring") -> list[ValidationRow]:
-    """A row per measured multi-rank run of `measured`."""
-    fits = comm_fits(calibration)
-    return [validate_one(record, calibration, fits, algorithm)
+    """A row per measured multi-rank run of `measured`, each predicted from the calibration
+    records of its own machine's hardware (never another machine's, never several pooled)."""
+    by_machine: dict[str, list[dict[str, Any]]] = {}
+    for record in calibration:
+        by_machine.setdefault(hardware_of(record), []).append(record)
+    fits = {key: comm_fits(records) for key, records in by_machine.items()}
+    return [validate_one(record, by_machine.get(hardware_of(record), []),
+                         fits.get(hardware_of(record), []), algorithm)
             for record in measured_runs(measured)]
 
 

@@ -30,11 +30,22 @@ from harness.publish.records import (
     write_chunk,
 )
 from harness.publish.trends import steps_table, trends
+from harness.records.experiment import experiment_key, fields_of, text
 from harness.records.inputs import Catalog
 from harness.records.summary import latest_rows
+from harness.report.columns import heading as column_heading
+from harness.report.columns import identity_columns
 from harness.report.html import render_table
-from harness.report.machines import SYSTEM_COLUMNS, by_machine, experiment, systems_table
-from harness.report.model import Table
+from harness.report.machineplot import machines_chart
+from harness.report.machines import (
+    SHOWN,
+    SYSTEM_COLUMNS,
+    by_machine,
+    default_reference,
+    experiment,
+    systems_table,
+)
+from harness.report.model import Table, table_heading
 from harness.report.tables import records_table
 from harness.report.units import column_scale, with_ci
 from harness.report.view import RecordView, sort_key
@@ -105,6 +116,7 @@ def _section(title: str, table: Table, table_id: str, *, intro: str = "",
     if not table.rows:
         return [*lines, '<p class="note">None.</p>']
     lines += render_table(table, links=links, table_id=table_id)
+    lines += [f'<p class="note">{e(line)}</p>' for line in table.footnotes]
     if table.notes:
         lines += ["<ul>", *(f"<li>{e(note)}</li>" for note in table.notes), "</ul>"]
     return lines
@@ -120,18 +132,27 @@ def _records(entries: list[Entry], root: str, table_id: str) -> list[str]:
 
 
 def latest_table(entries: list[Entry]) -> tuple[Table, list[Entry]]:
-    """One row per experiment: its newest record's status and main metrics."""
-    newest: dict[tuple[str, ...], Entry] = {}
+    """One row per experiment (the identity every view shares): its newest record's status
+    and main metrics; a column for each identity field that differs within a workload, the
+    others named under the table."""
+    newest: dict[str, Entry] = {}
     for entry in entries:
         if not entry.training:
             continue
-        key = experiment(entry.view)
+        key = experiment_key(entry.view.as_record())
         known = newest.get(key)
         if known is None or (known.view.created_at, known.view.run_id) < (
                 entry.view.created_at, entry.view.run_id):
             newest[key] = entry
-    chosen = [newest[key] for key in sorted(newest)]
-    columns = ["workload", "size", "precision", "ranks", "strategy", "commit"]
+    extra, every_row = identity_columns([entry.view.spec for entry in newest.values()], SHOWN)
+
+    def cells(entry: Entry) -> list[str]:
+        fields = fields_of(entry.view.spec)
+        return [*experiment(entry.view), *(text(name, fields.get(name)) for name in extra)]
+
+    chosen = sorted(newest.values(), key=lambda entry: (cells(entry), entry.view.run_id))
+    columns = ["workload", "size", "precision", "ranks", "strategy",
+               *(column_heading(name) for name in extra), "commit"]
     scales = {}
     for name, heading in LATEST_METRICS:
         having = [entry.view.metrics[name] for entry in chosen if name in entry.view.metrics]
@@ -141,20 +162,21 @@ def latest_table(entries: list[Entry]) -> tuple[Table, list[Entry]]:
     rows = []
     for entry in chosen:
         view = entry.view
-        rows.append([*experiment(view), _commit(view),
+        rows.append([*cells(entry), _commit(view),
                      *(with_ci(view.metrics.get(name), scales[name][1], scales[name][0])
                        for name, _ in LATEST_METRICS),
                      view.status_text, view.created_at, view.run_id])
     return Table(title="Latest results", columns=[*columns, "status", "created (UTC)", "run"],
-                 rows=rows, numeric=[False] * 3 + [True, False, False]
-                 + [True] * len(LATEST_METRICS) + [False] * 3), chosen
+                 rows=rows, numeric=[False] * 3 + [True, False] + [False] * len(extra)
+                 + [False] + [True] * len(LATEST_METRICS) + [False] * 3,
+                 footnotes=[every_row] if every_row else []), chosen
 
 
 class Builder:
     """Writes the site's pages and records into `out` (an empty directory)."""
 
     def __init__(self, catalog: Catalog, out: Path, *, regenerate: str,
-                 progress: Callable[[str], None]) -> None:
+                 progress: Callable[[str], None], reference: str | None = None) -> None:
         self.out = out
         self.regenerate = regenerate
         self.progress = progress
@@ -189,6 +211,13 @@ class Builder:
         self.workload_file = {name: pages(name) for name in self.workloads}
         self.files: list[str] = []
         self.chunks: list[list[Bundle]] = []
+        views = [entry.view for entry in self.full]
+        if reference is not None and reference not in self.machines:
+            raise UsageError(f"--reference {reference!r}: no such machine; the records name "
+                             f"{', '.join(self.machines)}")
+        runs = [view for view in views if view.status == "success" and not (
+            view.is_comm or view.is_kernel or view.is_prediction)]
+        self.reference = reference or (default_reference(runs) if runs else "")
 
     def write(self, relative: str, data: str | bytes) -> None:
         path = self.out / relative
@@ -239,6 +268,33 @@ class Builder:
         return {(r, column): f"{root}machines/{self.machine_file[label]}.html"
                 for r, label in enumerate(labels) if label in self.machine_file}
 
+    def reference_for(self, views: list[RecordView]) -> str | None:
+        """The site's reference machine (--reference, else the identified machine with the
+        most records) where these records include it, else theirs; None without a
+        successful training record."""
+        runs = [view for view in views if view.status == "success" and not (
+            view.is_comm or view.is_kernel or view.is_prediction)]
+        if not runs:
+            return None
+        if any(view.machine_label == self.reference for view in runs):
+            return self.reference
+        return default_reference(runs)
+
+    def chart(self, views: list[RecordView], relative: str, root: str,
+              reference: str | None = None) -> list[str]:
+        """The comparison a visitor comes for, first on the page: every machine's throughput
+        per workload and experiment, its interval and its ratio to the reference."""
+        reference = reference or self.reference_for(views)
+        if reference is None:
+            return ['<p class="note">No successful training record: nothing to compare.</p>']
+        plot = machines_chart(views, reference)
+        lines = [f"<h2>{e(plot.title)}</h2>"]
+        if plot.png is None:
+            return [*lines, f'<p class="note">{e(plot.caption)}</p>']
+        self.write(relative, plot.png)
+        return [*lines, "<figure>", f'<img alt="{e(plot.alt)}" src="{e(root + relative)}">',
+                f"<figcaption>{e(plot.caption)}</figcaption>", "</figure>"]
+
     def index(self) -> str:
         systems = systems_table([entry.view for entry in self.full])
         labels = sorted(self.full_by_machine)
@@ -258,6 +314,7 @@ class Builder:
         body = [f"<p>{len(self.entries)} record(s) from {len(self.machines)} machine(s), "
                 f"{e(first)} to {e(last)}. Regenerate with: <code>{e(self.regenerate)}</code>"
                 "</p>",
+                *self.chart([entry.view for entry in self.full], "plots/machines.png", ""),
                 *_section("Machines", systems, "machines", links=self._machine_links(labels, ""),
                           intro="Each machine as an MLPerf system description names it, "
                           "with how many records it made and when."),
@@ -320,13 +377,17 @@ class Builder:
         body = ["<p>Machines: " + ", ".join(
             f'<a href="../machines/{e(self.machine_file[label])}.html">{e(label)}</a>'
             for label in labels) + "</p>"]
+        views = [entry.view for entry in self.full]
+        mine = [view for view in views if view.workload == name and not (
+            view.is_comm or view.is_kernel or view.is_prediction)]
+        reference = self.reference_for(mine)
         try:
-            report = by_machine([entry.view for entry in self.full if entry.training
-                                 and entry.view.workload == name], None, summary="",
-                                regenerate="")
+            report = by_machine(views, reference, summary="", regenerate="", workload=name)
         except UsageError:
             body.append('<p class="note">No successful record: nothing to compare.</p>')
         else:
+            body += self.chart(mine, f"plots/workload--{self.workload_file[name]}.png", "../",
+                               reference)
             tables = 0
             for section in report.sections:
                 body += [f"<h2>{e(section.title)}</h2>"]
@@ -336,8 +397,10 @@ class Builder:
                     tables += 1
                     is_systems = table.columns[0] == SYSTEM_COLUMNS[0][1]
                     links = self._machine_links(compared, "../") if is_systems else None
-                    body += [f"<h3>{e(table.title)}</h3>",
-                             *render_table(table, links=links, table_id=f"t{tables}")]
+                    title = table_heading(section, table)
+                    body += [f"<h3>{e(title)}</h3>"] if title else []
+                    body += render_table(table, links=links, table_id=f"t{tables}")
+                    body += [f'<p class="note">{e(line)}</p>' for line in table.footnotes]
                     if table.notes:
                         body += ["<ul>", *(f"<li>{e(n)}</li>" for n in table.notes), "</ul>"]
         body.append("<p>Every record of each machine is listed, linked to its JSON, on the "

@@ -141,7 +141,7 @@ def history_page(series: list[Series], heading: str, command: str, unit: str = "
 
     groups: dict[tuple[str, str], list[Series]] = {}
     for one in series:
-        groups.setdefault((one.machine, one.experiment.split(" ")[0]), []).append(one)
+        groups.setdefault((one.machine, one.workload), []).append(one)
     lines = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              f'<meta http-equiv="Content-Security-Policy" content="{e(CSP)}">',
              f"<title>dtbench history: {e(heading)}</title>", f"<style>{STYLE}</style>",

@@ -121,7 +121,9 @@ class _Rewind:
         strategy = trainer.strategy
         self.strategy = strategy
         self.scaler = trainer.recipe.scaler
-        self.model = copy.deepcopy(strategy.model.state_dict()) if strategy.model else None
+        # `is not None`, not truth: a compiled module answers bool() with its model's len()
+        self.model = copy.deepcopy(strategy.model.state_dict()) \
+            if strategy.model is not None else None
         self.optimizer = copy.deepcopy(strategy.optimizer.state_dict()) \
             if strategy.optimizer is not None else None
         self.scaler_state = copy.deepcopy(self.scaler.state_dict()) \

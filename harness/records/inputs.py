@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
+from harness.core.files import TMP_PREFIX
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record
 from harness.records.store import Store
@@ -72,6 +73,15 @@ def load_server(url: str, loaded: Loaded) -> None:
     loaded.sources.append(store.shown)
 
 
+def machine_folder(path: Path) -> list[Path]:
+    """The record files of one machine's folder of a store (<commit or day>/*.json, as
+    `results/amd-zen-4-2-cores` holds them), or [] where `path` is not one: a store keeps its
+    records at <machine>/<commit>/ below its top, a commit folder directly."""
+    if any(path.glob("*.json")) or any(path.glob("*/*/*.json")):
+        return []
+    return sorted(p for p in path.glob("*/*.json") if not p.name.startswith(TMP_PREFIX))
+
+
 def load_inputs(paths: list[str]) -> Loaded:
     """Every record under the given files, store directories and store URLs, each run once
     (a `--json` list inside a store repeats its records). A store's index is not needed: the
@@ -82,8 +92,7 @@ def load_inputs(paths: list[str]) -> Loaded:
         if is_store_url(name):
             load_server(name, loaded)
         elif path.is_dir():
-            store = Store(path)
-            for record_path in store.record_paths():
+            for record_path in machine_folder(path) or Store(path).record_paths():
                 load_file(record_path, loaded)
         elif path.is_file():
             load_file(path, loaded)
@@ -172,7 +181,7 @@ def catalog_inputs(paths: list[str]) -> Catalog:
             server = open_store(name)
             found += _store_rows(server, server.shown, catalog) or []
             continue
-        if path.is_dir():
+        if path.is_dir() and not machine_folder(path):
             store = Store(path)
             rows = _store_rows(store, name, catalog)
             if rows is not None:

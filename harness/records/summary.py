@@ -111,15 +111,23 @@ def version_of(row: Mapping[str, Any]) -> str:
     return str(commit)[:12] if commit else str(row.get("created_at") or "")[:10]
 
 
+def _experiment(row: Mapping[str, Any]) -> tuple[str, str]:
+    from harness.records.experiment import experiment_key
+
+    return (str(row.get("machine")), experiment_key({"spec": row, "spec_key": row.get(
+        "spec_key")}) if row.get("spec_key") else str(row.get("workload")))
+
+
 def latest_rows(rows: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Of each machine's training experiment (spec_key), the rows of its newest version (the
-    commit, or day, of its newest record); every other row (comm, kernel, prediction) too."""
+    """Of each machine's training experiment (harness/records/experiment.py), the rows of its
+    newest version (the commit, or day, of its newest record); every other row (comm, kernel,
+    prediction) too."""
     newest: dict[tuple[str, str], tuple[str, str]] = {}
     for row in rows:
         if is_training(row):
-            key = (str(row.get("machine")), str(row.get("spec_key") or row.get("workload")))
+            key = _experiment(row)
             when = (str(row.get("created_at") or ""), version_of(row))
             if key not in newest or when > newest[key]:
                 newest[key] = when
     return [row for row in rows if not is_training(row) or version_of(row) == newest[
-        (str(row.get("machine")), str(row.get("spec_key") or row.get("workload")))][1]]
+        _experiment(row)][1]]

@@ -73,7 +73,7 @@ def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
         stream = io.StringIO()
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(["machine", "commit", "workload", "size", "precision", "ranks",
-                         "strategy", "metric", "value"])
+                         "strategy", "experiment", "metric", "value"])
         writer.writerows(machines.csv_rows(views))
         return stream.getvalue()
     report = machines.by_machine(views, reference,

@@ -9,7 +9,7 @@ import base64
 from collections.abc import Mapping
 from html import escape
 
-from harness.report.model import NOTES_HEADING
+from harness.report.model import NOTES_HEADING, table_heading
 from harness.report.tables import Report, Table
 from harness.report.view import RecordView
 
@@ -97,10 +97,13 @@ def render(report: Report, views: list[RecordView]) -> str:
         if section.intro:
             lines.append(f"<p>{_e(section.intro)}</p>")
         for table in section.tables:
-            lines.append(f"<h3>{_e(table.title)}</h3>")
+            heading = table_heading(section, table)
+            if heading:
+                lines.append(f"<h3>{_e(heading)}</h3>")
             if table.intro:
                 lines.append(f"<p>{_e(table.intro)}</p>")
             lines += render_table(table)
+            lines += [f'<p class="note">{_e(line)}</p>' for line in table.footnotes]
             if table.notes:
                 lines += [f"<p>{NOTES_HEADING}</p>",
                           *_items(table.notes)]

@@ -1,7 +1,7 @@
 """The report as GitHub-flavoured Markdown: tables per workload and per collective."""
 from __future__ import annotations
 
-from harness.report.model import NOTES_HEADING
+from harness.report.model import NOTES_HEADING, table_heading
 from harness.report.tables import Report, Table
 from harness.report.view import clean_text
 
@@ -46,10 +46,13 @@ def render(report: Report) -> str:
         if section.intro:
             lines += [md_escape(section.intro), ""]
         for table in section.tables:
-            lines += [f"### {md_escape(table.title)}", ""]
+            heading = table_heading(section, table)
+            if heading:
+                lines += [f"### {md_escape(heading)}", ""]
             if table.intro:
                 lines += [md_escape(table.intro), ""]
             lines += [*render_table(table), ""]
+            lines += [line for note in table.footnotes for line in (md_escape(note), "")]
             if table.notes:
                 lines += [NOTES_HEADING, ""]
                 lines += [f"- {md_escape(note)}" for note in table.notes] + [""]

@@ -10,7 +10,8 @@ NOTES_HEADING = ("Runs not measured, failed, measured on a busy machine or less 
 
 @dataclass
 class Table:
-    """A titled table; `numeric[i]` right-aligns column i; `notes` follow it as a list."""
+    """A titled table; `numeric[i]` right-aligns column i; `footnotes` follow it as lines
+    about what its rows leave out, then `notes` (runs to look at) as a list."""
 
     title: str
     columns: list[str]
@@ -18,6 +19,12 @@ class Table:
     numeric: list[bool]
     intro: str = ""
     notes: list[str] = field(default_factory=list)
+    footnotes: list[str] = field(default_factory=list)
+
+
+def table_heading(section: Section, table: Table) -> str | None:
+    """A table's own heading, or None where its section's heading already says it."""
+    return table.title if table.title and table.title != section.title else None
 
 
 @dataclass

@@ -4,6 +4,9 @@ they cost in bytes per step by kind and in memory per rank."""
 from __future__ import annotations
 
 from harness.core.text import human_bytes
+from harness.records.experiment import fields_of, text, version_of
+from harness.report.columns import heading as column_heading
+from harness.report.columns import identity_columns
 from harness.report.model import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, group
@@ -14,6 +17,8 @@ COLUMNS = ("strategy", "ranks", "comm", "mode", "samples/s", "step (ms)", "sampl
            "state/rank (max)", "peak memory/rank (max)", "run")
 NUMERIC = [False, True, False, False, True, True, True, True, True, True, True, True, True,
            True, False]
+# The identity fields the columns above show (the strategy column holds its options).
+SHOWN = ("workload", "strategy", "world_size", "comm", "mode")
 
 
 def _value(view: RecordView, name: str, scale: float = 1.0) -> str:
@@ -26,12 +31,20 @@ def _bytes(view: RecordView, name: str) -> str:
     return human_bytes(value) if value is not None else "-"
 
 
-def strategy_rows(views: list[RecordView]) -> list[list[str]]:
+def strategy_rows(views: list[RecordView], extra: list[str] | None = None,
+                  machines: bool = False, versions: bool = False) -> list[list[str]]:
+    """A row per successful run: its machine (with `machines`) and commit (with `versions`),
+    the `extra` identity fields that tell it from the others, its strategy, then what it
+    measured."""
     rows = []
     for view in views:
         if view.status != "success":
             continue
-        rows.append([view.strategy, view.text("world_size"), view.text("comm"),
+        fields = fields_of(view.spec)
+        rows.append([*([view.machine_label] if machines else []),
+                     *([version_of(view.as_record())] if versions else []),
+                     *(text(name, fields.get(name)) for name in extra or []),
+                     view.strategy, view.text("world_size"), view.text("comm"),
                      view.text("mode"), _value(view, "throughput"),
                      _value(view, "step_time", 1e3), _value(view, "samples_to_target"),
                      _value(view, "time_to_train"),
@@ -46,11 +59,19 @@ def strategies_section(training: list[RecordView]) -> Section | None:
     for workload, views in group(training, "workload").items():
         if len({view.spec.get("strategy", "ddp") for view in views}) < 2:
             continue
-        rows = strategy_rows(sorted(views, key=lambda v: (v.strategy, v.text("mode"),
-                                                          v.text("world_size"), v.run_id)))
+        done = [view for view in views if view.status == "success"]
+        extra, every_row = identity_columns([view.spec for view in done], SHOWN)
+        machines = len({view.machine_label for view in done}) > 1
+        versions = len({version_of(view.as_record()) for view in done}) > 1
+        rows = strategy_rows(sorted(views, key=lambda v: (v.machine_label, v.strategy,
+                                                          v.text("mode"), v.text("world_size"),
+                                                          v.run_id)), extra, machines, versions)
         if rows:
-            tables.append(Table(title=workload, columns=list(COLUMNS), rows=rows,
-                                numeric=NUMERIC))
+            lead = ["machine"] * machines + ["commit"] * versions
+            tables.append(Table(title=workload,
+                                columns=[*lead, *(column_heading(f) for f in extra), *COLUMNS],
+                                rows=rows, numeric=[False] * (len(lead) + len(extra)) + NUMERIC,
+                                footnotes=[every_row] if every_row else []))
     if not tables:
         return None
     return Section("Strategies", tables, intro=(

@@ -11,6 +11,9 @@ from typing import Any
 
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
+from harness.records.experiment import experiment_key, version_of
+from harness.report.columns import heading as column_heading
+from harness.report.columns import identity_columns
 from harness.report.model import Report, Section, Table
 from harness.report.strategies import strategies_section
 from harness.report.units import column_scale, format_number, with_ci
@@ -90,10 +93,18 @@ def _failures(views: list[RecordView]) -> list[str]:
 
 
 def training_table(workload: str, views: list[RecordView]) -> Table:
-    """One row per record of a workload; metric columns where any record has the metric."""
+    """One row per record of a workload; metric columns where any record has the metric; a
+    column for every identity field its records differ in, and a line naming the others."""
     keys = _key_columns(views, TRAINING_KEYS)
+    extra, every_row = identity_columns([view.spec for view in views],
+                                        ["workload", *(name for name, _ in keys)])
+    keys += [(name, column_heading(name)) for name in extra]
     names = _metric_names(views)
-    columns = ["machine"] + [heading for _, heading in keys] + ["status"]
+    # the version of the code measured, where the table holds several (older commits are
+    # left out by the report command; a table given them tells them apart)
+    versions = [version_of(view.as_record()) for view in views]
+    several = len(set(versions)) > 1
+    columns = ["machine"] + [heading for _, heading in keys] + ["commit"] * several + ["status"]
     units, scales = {}, {}
     for name in names:
         having = [v.metrics[name] for v in views if name in v.metrics]
@@ -102,8 +113,9 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
         label = scales[name].label
         columns.append(f"{heading} ({label})" if label and name != "quality" else heading)
     rows = []
-    for view in views:
-        row = [view.machine_label] + [view.text(name) for name, _ in keys] + [view.status_text]
+    for view, version in zip(views, versions, strict=True):
+        row = [view.machine_label] + [view.text(name) for name, _ in keys] + \
+            [version] * several + [view.status_text]
         for name in names:
             found = view.metrics.get(name)
             if name == "quality":
@@ -112,13 +124,15 @@ def training_table(workload: str, views: list[RecordView]) -> Table:
             cell = with_ci(found, scales[name], units[name])
             row.append(_scaling(view, cell) if name == "scaling_efficiency" and found else cell)
         rows.append(row + [view.run_id])
-    numeric = [False] * (len(keys) + 2) + [name != "quality" for name in names] + [False]
+    numeric = [False] * (len(keys) + 2 + several) + [name != "quality" for name in names] \
+        + [False]
     busy = [f"{view.run_id}: measured on a busy machine "
             f"({clean_text(view.load.get('busy_reason'))})" for view in views if view.busy]
     imprecise = [f"{view.run_id}: {_missed(view.measurement)}" for view in views
                  if view.measurement.get("target_met") is False]
     return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
-                 notes=_failures(views) + busy + imprecise + _between_runs(views))
+                 notes=_failures(views) + busy + imprecise + _between_runs(views),
+                 footnotes=[every_row] if every_row else [])
 
 
 def _between_runs(views: list[RecordView]) -> list[str]:
@@ -132,7 +146,8 @@ def _between_runs(views: list[RecordView]) -> list[str]:
         if view.status == "success" and view.spec_key and found and found.value:
             measured = (clean_text(view.code.get("commit")), clean_text(view.harness.get(
                 "git_commit")), clean_text(view.harness.get("dirty")))
-            sets.setdefault((view.machine_label, view.spec_key, *measured), []).append(view)
+            sets.setdefault((view.machine_label, experiment_key(view.as_record()), *measured),
+                            []).append(view)
     notes = []
     for (machine, *_), members in sets.items():
         if len(members) < 2:

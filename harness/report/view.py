@@ -126,6 +126,11 @@ class RecordView:
     # the configuration's identity: the runs of one spec_key are repeats of each other
     spec_key: str = ""
 
+    def as_record(self) -> dict[str, Any]:
+        """What the experiment identity (harness/records/experiment.py) reads of a record."""
+        return {"spec": self.spec, "spec_key": self.spec_key, "machine": self.machine,
+                "code": self.code, "created_at": self.created_at, "run_id": self.run_id}
+
     @property
     def busy(self) -> bool:
         """Whether the record says its machine was busy while it measured."""
@@ -256,17 +261,47 @@ def group(views: list[RecordView], by: str) -> dict[str, list[RecordView]]:
     return dict(sorted(groups.items()))
 
 
+def configurations(members: list[RecordView], several: bool
+                   ) -> dict[tuple[str, str, str], list[RecordView]]:
+    """The views by experiment and version of the code (harness/records/experiment.py), and
+    by machine with `several`: what one bar or point of a plot stands for (its repeats), in
+    first-seen order."""
+    from harness.records.experiment import experiment_key, version_of
+
+    runs: dict[tuple[str, str, str], list[RecordView]] = {}
+    for view in members:
+        record = view.as_record()
+        key = (view.machine_label if several else "", experiment_key(record),
+               version_of(record))
+        runs.setdefault(key, []).append(view)
+    return runs
+
+
 def collapsed(members: list[RecordView], several: bool, metric: str
               ) -> list[tuple[str, RecordView, float, float, float]]:
-    """One entry per configuration label, in first-seen order: (label, first view, median
-    value, low, high). One run: its value and 95% CI; several runs of one configuration (a
-    history of commits, repeats): their median and the range of their values, so that a
-    store of thousands of records still draws one bar per configuration."""
-    runs: dict[str, list[RecordView]] = {}
-    for view in members:
-        runs.setdefault(view.label(several), []).append(view)
+    """One entry per experiment (and machine, with `several`), in first-seen order: (label,
+    first view, median value, low, high). One run: its value and 95% CI; several runs of one
+    experiment (a history of commits, repeats): their median and the range of their values,
+    so that a store of thousands of records still draws one bar per experiment. Experiments
+    whose short labels coincide get the fields they differ in beside it."""
+    from harness.records.experiment import fields_of, text, varying
+
+    runs = configurations(members, several)
+    short = {key: group_views[0].label(several) for key, group_views in runs.items()}
+    alike: dict[str, list[tuple[str, str, str]]] = {}
+    for key, label in short.items():
+        alike.setdefault(label, []).append(key)
+    for label, keys in alike.items():
+        if len(keys) > 1:
+            differ = varying([runs[key][0].spec for key in keys])
+            for key in keys:
+                spec = runs[key][0].spec
+                short[key] = label + " " + (" ".join(
+                    f"{name}={text(name, fields_of(spec).get(name))}" for name in differ)
+                    or f"at {key[2]}")
     found = []
-    for label, group_views in runs.items():
+    for key, group_views in runs.items():
+        label = short[key]
         values = sorted(v.value(metric) or 0.0 for v in group_views)
         middle = float(statistics.median(values))
         if len(group_views) == 1:

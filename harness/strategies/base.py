@@ -81,6 +81,10 @@ class Strategy(ABC):
     replicas_agree: ClassVar[bool] = True
     # Ranks wait for each other every step (a dead rank fails the run).
     synchronous: ClassVar[bool] = True
+    # A synchronous step's workers compute on one model (their losses, weighted by samples,
+    # are its loss over the step's batch); False where each trains its own copy between
+    # exchanges (compare --trajectory then cannot average them).
+    one_model: ClassVar[bool] = True
     # A worker may die without failing the run (under the local launcher).
     tolerates_worker_loss: ClassVar[bool] = False
     # Communication backends it can run on (with several ranks).

@@ -28,6 +28,7 @@ class Gossip(Strategy):
     family = "decentralized"
     engine = "torch.distributed isend/irecv between ring neighbours"
     replicas_agree = False  # neighbours agree only in the limit
+    one_model = False  # each rank steps its own copy between averages
     comms = ("gloo", "mpi")
     comm_reason = ("it sends to and receives from each neighbour one call at a time, where "
                    "NCCL needs point-to-point calls batched (batch_isend_irecv)")

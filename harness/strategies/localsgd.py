@@ -21,6 +21,7 @@ class LocalSGD(Strategy):
     summary = "local SGD: ranks step alone, parameters averaged every H steps"
     family = "data parallel, periodic"
     engine = "torch.distributed.algorithms.model_averaging.PeriodicModelAverager"
+    one_model = False  # each rank steps its own copy between averages
     options: ClassVar[tuple[Option, ...]] = (
         Option("period", int, 4, "steps between parameter averages (H)", minimum=1,
                aliases=("H",)),

@@ -74,3 +74,24 @@ def test_the_html_report_draws_the_loss_plot(stores: dict[str, Path], tmp_path: 
 def test_trajectory_needs_one_record_a_side(stores: dict[str, Path], tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", "--trajectory", str(stores["ddp"]), str(tmp_path)]) == 2
+
+
+@pytest.mark.slow
+def test_two_ranks_of_16_and_one_of_32_on_the_same_text_are_the_same(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each rank's loss covers its half of the step's batch: the mean over both ranks,
+    weighted by samples, is the one-rank run's loss over all 32 (rank 0 alone parted at the
+    first step)."""
+    text = tmp_path / "text"
+    assert main(["data", "make", "-w", "lstm", "--size", "tiny", "--format", "tokens",
+                 "--samples", "512", "-o", str(text)]) == 0
+    common = ["run", "-w", "lstm", "--size", "tiny", "--steps", "6", "--warmup", "1",
+              "--threads", "1", "--data", str(text), "-q"]
+    assert main([*common, "-n", "2", "--comm", "gloo", "--batch-size", "16", "--out",
+                 str(tmp_path / "two")]) == 0
+    assert main([*common, "-n", "1", "--batch-size", "32", "--out", str(tmp_path / "one")]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--trajectory", str(tmp_path / "two"), str(tmp_path / "one")]) == 0
+    out = capsys.readouterr().out
+    assert "the mean over 2 and 1 worker rank(s), weighted by samples" in out
+    assert "same trajectory within 1e-05" in out

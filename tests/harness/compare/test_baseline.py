@@ -2,6 +2,7 @@
 good result on a branch per experiment, the merge base through git."""
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -74,14 +75,19 @@ def test_the_feature_branch_baseline_is_faster_code_so_the_candidate_passes_or_r
     assert main(["compare", str(store), str(slow), "--baseline-branch", "feature"]) == 0
 
 
-def test_pooling_the_whole_store_is_named_in_a_warning(store: Path, candidate: str,
-                                                           capsys: pytest.CaptureFixture[str]
-                                                           ) -> None:
-    """Without a selector the other machine's records pool into the baseline."""
-    main(["compare", str(store), candidate])
+def test_a_whole_store_is_never_pooled_and_says_what_it_compares(
+        store: Path, candidate: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a selector the baseline is the candidate's machine at its latest commit (the
+    feature branch's three runs): the other machine and the older commits stay out."""
+    report = tmp_path / "comparison.json"
+    main(["compare", str(store), candidate, "--json", str(report)])
     err = capsys.readouterr().err
-    assert "the baseline pools the records of 2 machines (runner-a; runner-b)" in err
-    assert "5 commits" in err
+    assert "the baseline holds records of 2 machines (runner-a; runner-b)" in err
+    assert "7 older record(s) of the same experiments (3 earlier commit(s)" in err
+    rows = json.loads(report.read_text())["rows"]
+    step = next(row for row in rows if row["metric"] == "step_time")
+    assert (step["n_baseline"], step["level"]) == (3, "runs")
+    assert step["ratio"] == pytest.approx(1 / 1.3, rel=0.05)  # runner-b's are 2x, b's 1x
 
 
 def test_no_record_of_the_machine_or_commit_or_branch_is_exit_2(

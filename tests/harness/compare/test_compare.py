@@ -268,6 +268,25 @@ def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
     assert "failed" not in capsys.readouterr().err
 
 
+def test_a_candidate_whose_only_run_failed_fails_the_gate(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The most common way a change breaks a benchmark is a regression (exit 1) that names the
+    failed run, not misuse (exit 2); a candidate of skipped runs alone is still bad input."""
+    failed = make_record("cand-1", steady_steps())
+    failed.update(status="failed", error="ZeroDivisionError in the loss", metrics=[])
+    base = write(tmp_path / "a.json", make_record("base-1", steady_steps()))
+    report = tmp_path / "comparison.json"
+    assert main(["compare", base, write(tmp_path / "b.json", failed), "--json",
+                 str(report)]) == 1
+    captured = capsys.readouterr()
+    assert "candidate run failed: hep_cnn cand-1: ZeroDivisionError in the loss" in captured.err
+    assert last_line(captured.out) == "gate failed: 1 failed candidate run(s)"
+    assert json.loads(report.read_text())["failed_runs"] == [
+        "hep_cnn cand-1: ZeroDivisionError in the loss"]
+    failed.update(status="skipped", error="no GPU")
+    assert main(["compare", base, write(tmp_path / "c.json", failed)]) == 2
+
+
 def test_a_baseline_without_a_fingerprint_is_unknown_hardware(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     steps = steady_steps()
@@ -634,3 +653,39 @@ def test_holm_keeps_many_marginal_p_values_from_failing_the_gate() -> None:
     assert all(r.verdict == "ok" for r in marginal)
     mixed = holm([row(0.03) for _ in range(19)] + [row(1e-6)])
     assert [r.verdict for r in mixed].count(REGRESSION) == 1
+
+
+def _machine_folder(top: Path, family: int, versions: dict[str, float]) -> Path:
+    """A machine's folder as a store lays it out (<commit>/<run>.json): two workloads at each
+    commit, step times scaled by the commit's factor."""
+    folder = top / f"cpu-{family}"
+    for commit, factor in versions.items():
+        for workload in ("hep_cnn", "lstm"):
+            record = make_record(f"{family}-{commit[:4]}-{workload}",
+                                 [s * factor for s in steady_steps()], workload=workload,
+                                 spec_key=f"{workload:x<16}"[:16])
+            record["machine"]["cpu_family"] = family
+            record["code"]["commit"] = commit
+            record["created_at"] = f"2026-11-0{len(commit) % 9 + 1}T00:00:00Z"
+            write(folder / commit[:12] / f"{record['run_id']}.json", record)
+    return folder
+
+
+def test_two_machine_folders_compare_their_latest_commits_warning_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`compare results/zen-1 results/zen-4`: a machine's folder is read as it is laid out,
+    its latest commit compared (an older, slower one left out), each warning said once
+    however many experiments share it."""
+    older, newer = "a" * 40, "b" * 41  # created a day apart (by length, above)
+    base = _machine_folder(tmp_path, 23, {older: 3.0, newer: 1.0})
+    cand = _machine_folder(tmp_path, 25, {newer: 1.0})
+    assert main(["compare", str(base), str(cand)]) == 2  # different hardware, refused
+    capsys.readouterr()
+    assert main(["compare", str(base), str(cand), "--allow-different-hardware"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("different hardware") == 1
+    assert "cpu_family: 23 vs 25" in captured.err and "(2 spec(s):" in captured.err
+    assert captured.err.count("older record(s)") == 1
+    assert captured.out.count("different hardware") == 1
+    step = [line for line in captured.out.splitlines() if " step_time " in line]
+    assert len(step) == 2 and all("1/1 steps" not in line and " ok" in line for line in step)

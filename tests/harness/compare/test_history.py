@@ -86,3 +86,20 @@ def test_history_command_finds_the_step_per_machine(tmp_path: Path, capsys) -> N
 def test_history_page_to_a_missing_directory_is_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["history", str(tmp_path), "-o", str(tmp_path / "no" / "h.html")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_every_series_is_labelled_apart_by_what_differs(capsys) -> None:
+    """Two 2-rank runs over gloo and MPI and one of a scaling suite: three series, each label
+    naming what tells it from the others (the labels once ended in one character of the key,
+    the same `[c]` for two workloads)."""
+    docs = []
+    for i, (comm, suite) in enumerate((("gloo", None), ("mpi", None), ("gloo", "scaling"))):
+        record = _record("c" * 40, "2026-01-01T00:00:00Z", 100.0 + i, "box-a")
+        record["spec"].update(comm=comm, suite=suite, world_size=2, nproc_per_node=2)
+        record["spec_key"] = "ab" * 8 if comm == "gloo" else "cd" * 8
+        docs.append(record)
+    labels = [one.experiment for one in build_series(docs, "throughput")]
+    assert len(labels) == 3 and len(set(labels)) == 3
+    assert any("comm=mpi" in label for label in labels)
+    assert sum("suite=scaling" in label for label in labels) == 1
+    assert all(label.startswith("hep_cnn/") for label in labels)

@@ -13,6 +13,7 @@ from harness.core.errors import UsageError
 from harness.core.fields import (
     RunField,
     add_options,
+    apart_fields,
     identity,
     multi_keys,
     option_keys,
@@ -99,7 +100,23 @@ def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
                            "world_size", "nnodes", "threads", "batch_per_rank", "global_batch",
                            "mode", "op", "suite", "kernel", "pass", "algorithm")
     assert set(KEY_FIELDS) == set(store_columns(RUN_FIELDS)) - set(NOT_IN_KEY)
-    assert NOT_IDENTITY == set(NOT_IN_KEY)
+    assert NOT_IDENTITY == set(NOT_IN_KEY) - set(apart_fields(RUN_FIELDS)) == set(NOT_IN_KEY) - {
+        "suite"}
+
+
+def test_the_experiment_is_the_key_and_the_fields_kept_apart_beside_it() -> None:
+    """The suite stays out of the key (published records keep theirs) but tells experiments
+    apart: every view's identity is the declared one."""
+    from harness.records.experiment import IDENTITY_FIELDS, experiment_key
+
+    assert apart_fields(RUN_FIELDS) == ("suite",)
+    assert set(IDENTITY_FIELDS) == set(spec_fields(RUN_FIELDS)) - set(NOT_IN_KEY) | {"suite"}
+    spec = RunSpec(workload="lstm", size="tiny")
+    quick, scaling = (spec.replace(suite=name) for name in ("quick", "scaling"))
+    assert quick.key() == scaling.key() == spec.key()
+    keys = {experiment_key({"spec": s.as_dict(), "spec_key": s.key()})
+            for s in (spec, quick, scaling)}
+    assert len(keys) == 3
 
 
 def test_a_field_added_to_the_declaration_appears_on_every_surface() -> None:

@@ -1,19 +1,25 @@
 """α-β fits, networks and compute calibration from synthetic records."""
 from __future__ import annotations
 
+import datetime as dt
+
+import numpy as np
 import pytest
 
 from harness.core.errors import UsageError
 from harness.predict.calibration import (
+    ComputeCalibration,
     comm_fits,
     compute_from_rate,
     compute_from_records,
+    expected_max_normal,
     fit_alpha_beta,
     link_key,
     network_from_fits,
 )
 from harness.predict.costs import Link
 from harness.predict.network import parse_network
+from harness.predict.spread import with_spread
 
 
 def test_fit_recovers_exact_alpha_and_beta() -> None:
@@ -100,22 +106,51 @@ def test_compute_prefers_same_threads_then_nearest_batch(run_record) -> None:
                                 backend="cpu") is None
 
 
-def test_slowest_of_n_ranks_is_an_upper_quantile(run_record) -> None:
-    steps = [1.0, 2.0, 3.0, 4.0, 5.0]  # batch 1: seconds per sample = step time
+def _calibrated(run_record, steps: list[float]) -> ComputeCalibration:
     found = compute_from_records([run_record(steps, batch=1)], workload="hep_cnn",
                                  size="small", precision="fp32", backend="cpu")
     assert found is not None
-    assert found.slowest_of(1) == 3.0
-    assert found.slowest_of(2) == pytest.approx(1 + 4 * 0.5 ** 0.5)  # 0.707 quantile
-    assert found.slowest_of(10**6) == pytest.approx(5.0, rel=1e-4)
+    return found
+
+
+def test_the_slowest_rank_wait_is_priced_only_from_a_stated_or_robust_spread(run_record) -> None:
+    """Eight steps of a shared host with one 3x hiccup once made the slowest of 1,024 ranks
+    wait for the hiccup every step; now too few steps price no wait, and say so."""
+    short = with_spread(_calibrated(run_record, [1.0, 1.02, 0.98, 3.0, 1.01, 0.99, 1.0, 1.03]))
+    assert short.cv == 0 and short.step(1, 1024) == short.step(1, 1) == pytest.approx(1.0, 0.02)
+    assert short.spread.startswith("not priced: 8 measured step(s), fewer than the 30")
+    # 60 steps of 2% noise with three 3x hiccups: a spread near 2%, the hiccups ignored
+    rng = np.random.default_rng(5)
+    steps = [float(v) for v in rng.normal(1.0, 0.02, 60)]
+    steps[10] = steps[30] = steps[50] = 3.0
+    found = with_spread(_calibrated(run_record, steps))
+    assert 0.012 < found.cv < 0.03 and "from 60 measured steps" in found.spread
+    stated = with_spread(_calibrated(run_record, steps), 0.05)
+    assert stated.cv == 0.05 and "(--step-cv)" in stated.spread
+    mean = stated.step(1, 1)
+    assert stated.step(1, 1024) == pytest.approx(mean * (1 + 0.05 * expected_max_normal(1024)))
 
 
 def test_assumed_compute_rate() -> None:
-    assumed = compute_from_rate(15.43e9, 2e12)
+    assumed = with_spread(compute_from_rate(15.43e9, 2e12))
     assert assumed.assumed and assumed.seconds_per_sample == pytest.approx(15.43e9 / 2e12)
-    assert assumed.slowest_of(9600) == assumed.seconds_per_sample
+    assert assumed.step(1, 9600) == assumed.seconds_per_sample
+    assert assumed.spread == "not priced: no measured steps (--step-cv states one)"
     with pytest.raises(UsageError):
         compute_from_rate(1.0, 0.0)
+
+
+def test_calibration_never_pools_experiments_or_commits(run_record) -> None:
+    """A quick-suite and a scaling-suite run of the same spec are two experiments: the newest
+    alone calibrates, and the source says the other was left out."""
+    quick = run_record([0.1] * 3, batch=1, run_id="quick", suite="quick")
+    scaling = run_record([0.3] * 3, batch=1, run_id="scaling", suite="scaling",
+                         created=dt.datetime(2026, 2, 1, tzinfo=dt.UTC))
+    found = compute_from_records([quick, scaling], workload="hep_cnn", size="small",
+                                 precision="fp32", backend="cpu")
+    assert found is not None and found.run_ids == ("scaling",)
+    assert found.seconds_per_sample == pytest.approx(0.3)
+    assert "1 run(s) of other experiments or commits left out" in found.source
 
 
 def test_network_strings() -> None:

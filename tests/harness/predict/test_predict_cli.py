@@ -94,3 +94,66 @@ def test_bad_input_exits_2_with_one_line(store: Path, capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert main(["predict"]) == 2
+
+
+def test_this_machine_calibrates_by_default_another_with_machine_each_record_named(
+        tmp_path: Path, run_record, comm_record, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A store of two machines' runs: this machine's hardware calibrates and is named with
+    every record used, in the text and the JSON; --machine takes the other's; a free network
+    keeps ddp at 0.95 or more at 1,024 ranks from eight noisy steps (one 3x hiccup)."""
+    from harness.core.hardware import hardware_key
+    from harness.predict import machine
+
+    folder = tmp_path / "store"
+    folder.mkdir()
+    machines = {"zen4": {"cpu_vendor": "AuthenticAMD", "cpu_family": 25,
+                         "cpu_model_number": 17, "cpus_usable": 2},
+                "zen1": {"cpu_vendor": "AuthenticAMD", "cpu_family": 23,
+                         "cpu_model_number": 1, "cpus_usable": 2}}
+    noisy = [0.30, 0.31, 0.29, 0.90, 0.30, 0.31, 0.30, 0.29]
+    for name, fields in machines.items():
+        for record in (run_record(noisy if name == "zen4" else [0.9] * 8, run_id=f"{name}-1"),
+                       comm_record("allreduce", 4e-4, 1e-9, run_id=f"{name}-comm")):
+            record["machine"].update(fields)
+            (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
+    monkeypatch.setattr(machine, "this_hardware",
+                        lambda: hardware_key({**run_record([1.0])["machine"],
+                                              **machines["zen4"]}))
+    out = tmp_path / "p.json"
+    args = ["predict", "hep_cnn", "--calibrate-from", str(folder), "--nodes", "1,1024"]
+    assert main([*args, "--network", "alpha=0,beta=0", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "calibration: AMD Zen 4, 2 cores (this machine's hardware): compute zen4-1" in text
+    assert "zen1" not in text and "not priced: 8 measured step(s)" in text
+    assert "rank wait ms" in text and "*" not in text  # no row marked, no footnote
+    records = json.loads(out.read_text())
+    assert records[1]["spec"]["world_size"] == 1024
+    efficiency = next(m["value"] for m in records[1]["metrics"]
+                      if m["name"] == "scaling_efficiency")
+    assert efficiency >= 0.95
+    used = records[1]["prediction"]["calibration"]
+    assert used["machine"] == "AMD Zen 4, 2 cores"
+    assert used["records"] == [{"run_id": "zen4-1", "machine": "AMD Zen 4, 2 cores",
+                                "use": "compute"}]
+    assert main([*args, "--machine", "AMD Zen 1, 2 cores"]) == 0
+    text = capsys.readouterr().out
+    assert "calibration: AMD Zen 1, 2 cores (--machine): compute zen1-1; network zen1-comm" in text
+    assert "zen4" not in text
+    assert main([*args, "--machine", "nope"]) == 2
+    assert "it holds AMD Zen 1, 2 cores (2 records); AMD Zen 4, 2 cores (2 records)" in \
+        capsys.readouterr().err
+
+
+def test_the_footnote_follows_only_a_table_with_a_row_it_marks(
+        store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It was printed under every prediction, even at 0.4% communication."""
+    args = ["predict", "hep_cnn", "--calibrate-from", str(store), "--nodes", "1,64"]
+    note = "* communication takes longer than compute"
+    assert main([*args, "--network", "alpha=0,beta=0"]) == 0
+    assert note not in capsys.readouterr().out
+    assert main([*args, "--network", "alpha=1e-3,beta=1e-6"]) == 0
+    table = capsys.readouterr().out.split("ddp (")[1]
+    marked = [line for line in table.splitlines() if "%*" in line]
+    assert [line.split()[0] for line in marked] == ["64"]
+    assert table.splitlines()[table.splitlines().index(marked[0]) + 1].startswith(note)

@@ -95,3 +95,29 @@ def test_an_extended_warm_up_leaves_the_measured_steps_as_a_fixed_one_would(
     extended = run_throughput(spec)
     assert len(extended.warmup_times) == spec.warmup + 3
     assert extended.losses == fixed.losses
+
+
+def test_the_warm_up_of_a_compiled_model_extends_and_rewinds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--compile on` at one rank: the rewind saved the model's state only `if strategy.model`,
+    which asks a compiled module for its length (LSTMLanguageModel does not support len()).
+    Dynamo's eager backend keeps the module compiled without inductor's minutes of codegen."""
+    import functools
+
+    from harness.rank import loops
+
+    monkeypatch.delenv(CHECK_SYNC_VAR, raising=False)
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    spec = RunSpec(workload="lstm", size="tiny", batch_per_rank=4, steps=3, warmup=1,
+                   threads=1, peak="cached", compile=True, compile_mode="on")
+    monkeypatch.setattr(loops, "_extends_warmup", lambda spec: False)
+    fixed = run_throughput(spec)
+    three = run_throughput(spec.replace(warmup=3))
+    monkeypatch.setattr(loops, "_extends_warmup", lambda spec: True)
+    monkeypatch.setattr(loops, "steady", lambda times: False)
+    monkeypatch.setattr(loops, "MAX_EXTRA_WARMUP", 2)
+    extended = run_throughput(spec)
+    assert len(extended.warmup_times) == spec.warmup + 2
+    # rewound to where the one fixed warm-up step left the model, not trained by the two added
+    assert extended.losses == fixed.losses
+    assert extended.losses != three.losses

@@ -249,6 +249,23 @@ def test_workload_page_compares_the_machines(site: Path) -> None:
     assert "1.88" in fp32[-1] or "1.87" in fp32[-1]
 
 
+def test_the_index_and_workload_pages_lead_with_the_machines_chart(site: Path) -> None:
+    """What a visitor comes for first: every machine's throughput per experiment as bars with
+    their interval and ratio to the reference; then the tables, each heading once, memory in
+    binary units (it was raw bytes)."""
+    index = (site / "index.html").read_text()
+    body = index[index.index("<body>"):]
+    assert body.index('src="plots/machines.png"') < body.index("<table")
+    assert "ratio to" in body and (site / "plots" / "machines.png").read_bytes().startswith(
+        b"\x89PNG")
+    page = (site / "workloads" / "hep_cnn.html").read_text()
+    assert page.index('src="../plots/workload--hep_cnn.png"') < page.index("<table")
+    assert page.count(">Systems<") == 1
+    assert "<h3>peak memory (MiB)</h3>" in page and "<h3>MFU (%)</h3>" in page
+    # the reference is the identified machine with the most records, first in every table
+    assert "the reference (machine-a) its ratio" in page
+
+
 def test_publishing_again_replaces_the_site_with_the_same_pages(site: Path,
                                                                 tmp_path: Path) -> None:
     store = write_store(tmp_path / "store", machine_records()[:6])
