@@ -67,6 +67,10 @@ def _plots(views: list[RecordView]) -> list[str]:
         from harness.report.predictions import efficiency_plot
 
         plots.append(efficiency_plot(views))
+    if any("time_breakdown" in view.metrics for view in views):
+        from harness.report.breakdown import breakdown_plot
+
+        plots.append(breakdown_plot(views))
     if any(view.spec.get("data") for view in views):
         from harness.report.dataplots import loader_plot
 

@@ -36,6 +36,7 @@ MACHINE_METRICS = (("throughput", "throughput", True, "samples/s"),
                    ("time_to_train", "time to train", False, "s"),
                    ("mfu", "MFU", True, "1"),
                    ("peak_memory", "peak memory", False, "bytes"),
+                   ("energy_per_sample", "energy per sample", False, "J/sample"),
                    ("scaling_efficiency", "scaling efficiency", True, "1"))
 SYSTEM_COLUMNS = (("system_name", "machine"), ("host_processor_model_name", "CPU"),
                   ("host_processor_microarchitecture", "microarchitecture"),

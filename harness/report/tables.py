@@ -12,6 +12,7 @@ from typing import Any
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
 from harness.records.experiment import experiment_key, version_of
+from harness.report.breakdown import breakdown_section
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
 from harness.report.model import Report, Section, Table
@@ -23,11 +24,12 @@ METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
                   "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
                   "time_to_train": "time to train", "quality": "quality",
                   "scaling_efficiency": "scaling eff.", "peak_flops": "peak",
-                  "data_wait_share": "data wait"}
+                  "data_wait_share": "data wait", "energy_per_sample": "energy/sample"}
 # Constants of a workload, and the detail the Strategies section shows: in the CSV, not
 # worth a training-table column.
 HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank",
-                  "memory_bandwidth", "state_bytes", "samples_to_target", "data_wait")
+                  "memory_bandwidth", "state_bytes", "samples_to_target", "data_wait",
+                  "time_breakdown")
 HIDDEN_PREFIXES = ("comm_bytes", "phase_")
 # (spec field, heading, shown only when it varies within the table)
 TRAINING_KEYS = (("strategy", "strategy", True), ("backend", "backend", False),
@@ -311,6 +313,9 @@ def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
     compared = strategies_section(training)
     if compared is not None:
         sections.append(compared)
+    where = breakdown_section(training)
+    if where is not None:
+        sections.append(where)
     if comm:
         sections.append(Section("Collectives", [comm_table(name, group_views) for
                                                 name, group_views in group(comm, "op").items()]))

@@ -125,6 +125,8 @@ class RecordView:
     measurement: dict[str, Any] = field(default_factory=dict)
     # the configuration's identity: the runs of one spec_key are repeats of each other
     spec_key: str = ""
+    # --profile's traces, relative to the store's root (notes.traces)
+    traces: list[str] = field(default_factory=list)
 
     def as_record(self) -> dict[str, Any]:
         """What the experiment identity (harness/records/experiment.py) reads of a record."""
@@ -164,7 +166,10 @@ class RecordView:
                    code=_dict(record.get("code")), load=_dict(record.get("load")),
                    trajectory=_dict(record.get("trajectory")),
                    measurement=_dict(_dict(record.get("notes")).get("measurement")),
-                   spec_key=clean_text(record.get("spec_key"), 200))
+                   spec_key=clean_text(record.get("spec_key"), 200),
+                   traces=[clean_text(t, 300) for t in
+                           _dict(record.get("notes")).get("traces") or []
+                           if isinstance(t, str)][:64])
 
     def text(self, name: str) -> str:
         """A spec field as display text ('-' when absent; records from before strategies
