@@ -11,6 +11,7 @@ from harness.core.fields import (
     int_list,
     key_defaults,
     legacy_options,
+    non_negative_float,
     non_negative_int,
     not_in_key,
     positive_float,
@@ -19,6 +20,10 @@ from harness.core.fields import (
 )
 
 SIZES = ("tiny", "small", "full")
+# Large-batch training (workloads/optimizers.py, which checks the same names)
+OPTIMIZERS = ("default", "lars", "lamb")
+LR_SCALINGS = ("none", "linear", "sqrt")
+LARS_ETA = 0.001  # You et al. 2017's trust coefficient
 PRECISIONS = ("fp32", "bf16", "fp16")
 MODES = ("throughput", "ttt")
 COMM_CHOICES = ("none", "gloo", "mpi", "nccl")
@@ -98,6 +103,22 @@ RUN_FIELDS: tuple[RunField, ...] = (
              multi=8, spec="batch_per_rank", report=10,
              help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
              "`predict` fits its compute curve to)"),
+    RunField("optimizer", ("--optimizer",), choices=OPTIMIZERS, suite=str,
+             key_default="default",
+             help="default (the workload's), lars (its SGD with a layer-wise trust ratio, You "
+             "et al. 2017) or lamb (Adam's moments with a layer-wise trust ratio, You et al. "
+             "2019)"),
+    RunField("lr_scaling", ("--lr-scaling",), choices=LR_SCALINGS, suite=str, key_default="none",
+             help="the workload's learning rate times k (linear) or sqrt(k) for k = global batch "
+             "/ the workload's default batch; none (default) keeps it"),
+    RunField("warmup_epochs", ("--warmup-epochs",), type=non_negative_float, suite=(int, float),
+             key_default=0.0, metavar="EPOCHS",
+             help="time-to-train: ramp the learning rate linearly from rate/W to the rate "
+             "over the first W steps, W = EPOCHS x steps per epoch (default 0: none)"),
+    RunField("lars_eta", ("--lars-eta",), type=positive_float, suite=(int, float),
+             key_default=LARS_ETA, metavar="ETA",
+             help="LARS's trust coefficient: a weight tensor's rate is the global rate times "
+             "ETA |w| / (|g| + decay |w|) (default 0.001, You et al.)"),
     RunField("steps", ("--steps",), type=positive_int, suite=int),
     RunField("warmup", ("--warmup",), type=non_negative_int, suite=int, minimum=0),
     RunField("target_ci", ("--target-ci",), type=positive_float, metavar="PCT",
@@ -228,6 +249,11 @@ class RunSpec:
     strategy_options: tuple[tuple[str, Any], ...] = ()
     # (rank, factor): that rank's compute takes factor times as long (heterogeneity)
     straggler: tuple[int, float] | None = None
+    # large-batch training: workloads/optimizers.py
+    optimizer: str = "default"
+    lr_scaling: str = "none"
+    warmup_epochs: float = 0.0
+    lars_eta: float = LARS_ETA
     # data-parallel replicas that each take batch_per_rank samples a step (0: every rank);
     # set from the strategy when the spec is planned (pipeline stages share one batch)
     replicas: int = 0

@@ -296,7 +296,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
                         f"of {spec.global_batch}")
     log.event(mlperf.SEED, spec.seed)
     log.event(mlperf.GLOBAL_BATCH_SIZE, spec.global_batch)
-    log.event(mlperf.OPT_BASE_LR, trainer.preset.lr)
+    log.event(mlperf.OPT_BASE_LR, trainer.recipe.optimizer_kwargs["lr"])
     log.event(mlperf.TRAIN_SAMPLES, len(train))
     log.event(mlperf.EVAL_SAMPLES, len(evaluation))
     log.end(mlperf.INIT_STOP)
@@ -308,6 +308,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     timer = backend.timer(device)
     shard = trainer.data_shard()
     steps_per_epoch = len(train) // shard[1] // spec.batch_per_rank
+    trainer.warmup.start(steps_per_epoch)
     total_steps = steps_per_epoch * target.max_epochs
     losses = torch.empty(total_steps, device=device)
     step = 0

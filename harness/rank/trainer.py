@@ -48,9 +48,16 @@ class Trainer:
 
     def _recipe(self) -> Recipe:
         from backends.ipex import ipex_availability, ipex_optimize, ipex_version
+        from workloads.optimizers import Warmup, configure
 
         spec, workload = self.spec, self.workload
-        optimizer_class, optimizer_kwargs = workload.optimizer_spec(spec.size)
+        # Large-batch options (--optimizer, --lr-scaling, --warmup-epochs): the time-to-train
+        # loop starts the warm-up once it knows an epoch's steps.
+        self.warmup = Warmup(spec.warmup_epochs)
+        optimizer_class, optimizer_kwargs = configure(
+            *workload.optimizer_spec(spec.size), optimizer=spec.optimizer,
+            lr_scaling=spec.lr_scaling, warmup=self.warmup, lars_eta=spec.lars_eta,
+            batch_ratio=spec.global_batch / self.preset.default_batch(spec.backend))
 
         def build_model(compiled: bool = True) -> nn.Module:
             # The same seed on every rank: replicas (and shards) start from the same numbers.

@@ -97,6 +97,10 @@ class ParameterServerStrategy(Strategy):
         if momentum is not None and momentum >= 1:
             raise UsageError(f"strategy {cls.name}: momentum={momentum:g} must be "
                              "below 1 (0 is plain SGD)")
+        if spec.optimizer != "default" or spec.warmup_epochs > 0:
+            raise UsageError(f"strategy {cls.name}: its servers update flat shards of the "
+                             "parameters, which hold no layers for --optimizer lars/lamb, and "
+                             "count no epochs for --warmup-epochs; --lr-scaling applies")
         if cls.servers(spec) >= spec.world_size:
             raise UsageError(f"strategy {cls.name} with servers={cls.servers(spec)} needs more "
                              f"ranks than servers (at least one worker); world size is "
