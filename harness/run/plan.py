@@ -71,7 +71,7 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         batch_per_rank=options.get("batch_size") or preset.default_batch(backend),
         steps=options.get("steps") or preset.steps,
         warmup=preset.warmup if options.get("warmup") is None else options["warmup"],
-        **measurement(options, strategy.synchronous or world == 1),
+        **measurement(options, (strategy.synchronous and strategy.all_step) or world == 1),
         mode=options.get("mode") or "throughput",
         seed=options.get("seed") or 0,
         threads=threads,
@@ -104,7 +104,8 @@ def measurement(options: dict[str, Any], together: bool) -> dict[str, Any]:
     """How long a run measures: a throughput run until its figure's 95% interval is within
     --target-ci (percent) or --max-time is spent, with the workload's step count as the least;
     a fixed count with --steps, for time-to-train, and where ranks do not step together (an
-    asynchronous strategy's workers cannot all stop on rank 0's word without waiting)."""
+    asynchronous strategy's workers cannot all stop on rank 0's word without waiting, and a
+    serving rank, such as ps-sync's server, never hears it)."""
     target, budget = options.get("target_ci"), options.get("max_time")
     if options.get("steps") and target is not None:
         raise UsageError("--steps measures exactly that many steps and --target-ci until the "

@@ -87,6 +87,9 @@ class Strategy(ABC):
     one_model: ClassVar[bool] = True
     # A worker may die without failing the run (under the local launcher).
     tolerates_worker_loss: ClassVar[bool] = False
+    # Every rank takes training steps (none only serves others): all of them can stop on
+    # rank 0's word after any step (a throughput run's precision target).
+    all_step: ClassVar[bool] = True
     # Communication backends it can run on (with several ranks).
     comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
     # why the communication backends not in `comms` cannot run it (the refusal says so)

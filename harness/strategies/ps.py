@@ -76,6 +76,7 @@ class ParameterServerStrategy(Strategy):
               "dtbench's MPI process group")
     replicas_agree = False
     synchronous = False
+    all_step = False  # the servers serve
     rule: ClassVar[str] = "async"
     comms = ("gloo", "mpi")
     comm_reason = ("its servers receive from any source, which NCCL's process group does not "

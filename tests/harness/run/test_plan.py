@@ -227,3 +227,16 @@ def test_a_combination_that_cannot_run_on_gpus_is_refused_with_its_reason(
         options: dict[str, Any], reason: str) -> None:
     with pytest.raises(UsageError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         resolve({"workload": "hep_cnn", "size": "tiny", **options}, None)
+
+
+@pytest.mark.parametrize("strategy", ["ps-sync"])
+def test_a_strategy_with_serving_ranks_measures_a_fixed_count(strategy: str) -> None:
+    """A precision target stops every rank on rank 0's broadcast word, which a serving rank
+    (ps-sync's server, sandblaster's coordinator and shard) never hears: it hung there."""
+    spec = resolve({"workload": "lstm", "size": "tiny", "nproc": 4, "strategy": strategy},
+                   None)
+    assert spec.target_ci is None and spec.max_time is None
+    assert resolve({"workload": "lstm", "size": "tiny", "nproc": 2}, None).target_ci == 2.0
+    with pytest.raises(UsageError, match="do not step together"):
+        resolve({"workload": "lstm", "size": "tiny", "nproc": 4, "strategy": strategy,
+                 "target_ci": 1.0}, None)
