@@ -59,3 +59,22 @@ def wait_fraction(context: CollectContext) -> list[Metric]:
     return [Metric("wait_fraction", "fraction", max(shares), higher_is_better=False,
                    extra={"per_worker": shares,
                           "aggregation": "max over workers of wait / step time"})]
+
+
+@collector("portions")
+def portions(context: CollectContext) -> list[Metric]:
+    """Sandblaster's coordinator: portions computed again (backup copies and a lost replica's
+    portions), which copies won, and what each replica did."""
+    coordinators = [r for r in context.ranks if "portions_by_worker" in r.strategy_stats]
+    if not coordinators:
+        return []
+    stats = coordinators[0].strategy_stats
+    rerun = stats["backups_issued"] + stats["reassigned_portions"]
+    found = [Metric("portions_rerun", "portions", float(rerun), higher_is_better=False,
+                    extra={key: value for key, value in stats.items() if key != "lost"})]
+    if stats.get("lost"):
+        found.append(Metric("lost_workers", "workers", float(len(stats["lost"])),
+                            higher_is_better=False,
+                            extra={"lost": stats["lost"], "note": "replicas that died "
+                                   "mid-run; the others finished every batch without them"}))
+    return found

@@ -20,7 +20,7 @@ MODELS: dict[str, Model] = {
     "ps-async": servers.ps_async, "downpour": servers.downpour, "ssp": servers.ssp,
     "hogwild": dataparallel.hogwild, "gossip": dataparallel.gossip, "hybrid": servers.hybrid,
     "pipeline": modelparallel.pipeline, "tensor": modelparallel.tensor,
-    "dp-tp": modelparallel.dp_tp,
+    "dp-tp": modelparallel.dp_tp, "sandblaster": servers.sandblaster,
 }
 
 

@@ -134,3 +134,38 @@ def hybrid(ctx: Context, nodes: int) -> StepEstimate:
         notes += (f"server-bound: {servers} server(s) serve {capacity:.4g} group steps/s",)
     return StepEstimate(step, samples * workers, total, comm, volumes.hybrid(
         ctx.facts.param_bytes, nodes, groups=groups, servers=servers), notes)
+
+
+def sandblaster(ctx: Context, nodes: int) -> StepEstimate:
+    """Sandblaster L-BFGS, W = n - 1 - K replicas sharing one batch B cut into N portions.
+    step = fetch + max(⌈N/W⌉·(t(B/N) + 4α + K·α + P·β), N·(α + P/K·β)) + L-BFGS + 2α:
+    the fetch as ps-sync's (max of the replica's and the shards' links), each portion its
+    compute, two round trips to the coordinator and the push, bounded by the shards' links
+    taking every portion's push; the L-BFGS iteration (11 + 4m)·K·α for its commands plus
+    (3 + 2m)·K·α for the answers of its reductions. The shards' vector operations (memory
+    passes over P/K floats) and stragglers' backup copies are not priced."""
+    cls = STRATEGIES.get("sandblaster")
+    run = ctx.run_at("sandblaster", nodes)
+    servers, workers = cls.servers(run), cls.workers(run)  # type: ignore[attr-defined]
+    if workers < 1:
+        raise NotModelled(f"needs a replica beside the coordinator and {servers} shard(s)")
+    portions, history = int(ctx.option("portions")), int(ctx.option("history"))
+    link = ctx.network.link("p2p", 2)
+    param_bytes = ctx.facts.param_bytes
+    batch = ctx.batch
+    portion = ctx.compute_time(batch / portions, workers)
+    per_replica = -(-portions // workers)
+    client, server = exchange(ctx, servers, workers, param_bytes)
+    fetch = max(client, server)
+    pushes = max(per_replica * (4 * link.alpha + servers * link.alpha + param_bytes * link.beta),
+                 portions * (link.alpha + param_bytes / servers * link.beta))
+    commands, reductions = volumes.sandblaster_commands(history)
+    lbfgs = (commands + reductions) * servers * link.alpha
+    compute = per_replica * portion
+    step = fetch + compute + pushes + lbfgs + 2 * link.alpha
+    notes = ("the shards' vector operations and backup copies are not priced",)
+    return StepEstimate(step, batch, compute,
+                        {"fetch (parameter)": fetch, "portions: coordinator and push": pushes,
+                         "L-BFGS commands": lbfgs},
+                        volumes.sandblaster(param_bytes, nodes, servers=servers,
+                                            portions=portions, history=history), notes)

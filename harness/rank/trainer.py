@@ -10,6 +10,7 @@ from torch import nn
 
 from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
+from harness.rank.faults import inject_fault
 from harness.records.rundir import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
 from harness.strategies.meter import CommMeter
@@ -45,6 +46,7 @@ class Trainer:
         self.straggler_factor = (spec.straggler[1] if spec.straggler
                                  and spec.straggler[0] == rank else 1.0)
         self.strategy.straggler_factor = self.straggler_factor
+        self.strategy.fault = lambda step: inject_fault(rank, step)
 
     def _recipe(self) -> Recipe:
         from backends.ipex import ipex_availability, ipex_optimize, ipex_version

@@ -12,6 +12,10 @@ from typing import Any
 from harness.records.rundir import LostWorker, RankState, RunDir
 from harness.strategies.paramserver import tolerates_loss
 
+# Roles whose loss fails the run: they hold state nobody else has (a server's shard,
+# sandblaster's coordinator).
+SERVING = ("server", "coordinator")
+
 
 class LossBook:
     """The workers a tolerant run lost, as the supervisor saw them go."""
@@ -31,11 +35,11 @@ class LossBook:
 
     def absorb(self, rank: int, state: RankState | None, reason: str) -> bool:
         """Book `rank` as lost (True) if the run survives it; False: it is a failure."""
-        if not self.active or rank >= len(self.roles) or self.roles[rank] == "server":
+        if not self.active or rank >= len(self.roles) or self.roles[rank] in SERVING:
             return False
         if rank in self.lost:
             return True
-        workers = [r for r, role in enumerate(self.roles) if role != "server"]
+        workers = [r for r, role in enumerate(self.roles) if role not in SERVING]
         if len(set(workers) - set(self.lost) - {rank}) == 0:
             return False  # nobody left to train
         lost = LostWorker(rank=rank, role=self.roles[rank], time=time.time(),

@@ -10,6 +10,7 @@ from harness.strategies import (  # noqa: F401  (registration)
     localsgd,
     pipeline,
     ps,
+    sandblaster,
     tensor,
     zero1,
 )

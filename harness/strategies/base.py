@@ -192,6 +192,8 @@ class Strategy(ABC):
         self.meter = meter
         self.clock = PhaseClock(place.device)
         self.straggler_factor = 1.0  # --straggler: set by the rank's trainer
+        # the test hook DTBENCH_FAULT, for a fault inside a step: set by the rank's trainer
+        self.fault: Callable[[int], None] = lambda step: None
         self.model: nn.Module | None = None
         self.optimizer: Any = None
 

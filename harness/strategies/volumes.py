@@ -145,6 +145,46 @@ def ssp(param_bytes: float, world_size: int, *, servers: int = 1, staleness: int
                             role=role)
 
 
+def sandblaster_commands(history: int) -> tuple[int, int]:
+    """(commands, reductions) the coordinator sends each shard per batch once the history
+    is full (harness/strategies/lbfgs.py): NORMS, SUB, SCALE, DOT(y·s, y·y), SCALE(q),
+    2m DOT + 2m AXPY, SCALE(d), COPY, DOT(g·d), AXPY(x), GATHER and PUBLISH: 11 + 4m, of
+    which 3 + 2m answer with two numbers."""
+    return 11 + 4 * history, 3 + 2 * history
+
+
+def sandblaster(param_bytes: float, world_size: int, *, servers: int = 1, portions: int = 8,
+                history: int = 10, header_bytes: float = 0.0, result_bytes: float = 0.0,
+                role: str = "mean") -> Volumes:
+    """Sandblaster L-BFGS: W = n - 1 - K replicas, one coordinator, K shards; per batch of N
+    portions, with every portion computed once (backup copies add their headers, never a
+    gradient: only the kept copy is pushed):
+
+    replicas (all W together): gradient N·P; control headers for W fetches and N pushes to
+    each shard, N FINISH and N + W ASK to the coordinator: (W·K + N·K + 2N + W)·header;
+    coordinator: control (N VERDICT + N + W ASSIGN)·header + commands(m)·K·header;
+    shards (all K together): parameter W·P, control W·K·header + reductions(m)·K·result.
+    The roles "worker", "coordinator" and "server" are one rank's share."""
+    w = world_size - 1 - servers
+    if servers < 1 or w < 1:
+        raise ValueError(f"sandblaster needs a replica, a coordinator and K >= 1 shards; "
+                         f"got n={world_size}, K={servers}")
+    commands, reductions = sandblaster_commands(history)
+    n, k, h = portions, servers, header_bytes
+    worker = by_kind(gradient=n * param_bytes / w,
+                     control=(w * k + n * k + 2 * n + w) * h / w)
+    coordinator = by_kind(control=(2 * n + w) * h + commands * k * h)
+    server = by_kind(parameter=w * param_bytes / k,
+                     control=w * h + reductions * result_bytes)
+    roles = {"worker": (w, worker), "coordinator": (1, coordinator), "server": (k, server)}
+    if role != "mean":
+        if role not in roles:
+            raise ValueError(f"unknown role {role!r}; choose from: mean, {', '.join(roles)}")
+        return roles[role][1]
+    return by_kind(**{kind: sum(count * volume[kind] for count, volume in roles.values())
+                      / world_size for kind in KINDS})
+
+
 def hogwild(param_bytes: float, world_size: int) -> Volumes:
     """HOGWILD!: one model in shared memory on one node: nothing is sent."""
     return by_kind()
@@ -323,6 +363,7 @@ VOLUMES: dict[str, Callable[..., Volumes]] = {
     "ddp": ddp, "zero1": zero1, "fsdp": fsdp, "localsgd": localsgd, "ps-sync": ps_sync,
     "ps-async": ps_async, "downpour": downpour, "ssp": ssp, "hogwild": hogwild,
     "gossip": gossip, "hybrid": hybrid, "pipeline": pipeline, "tensor": tensor, "dp-tp": dp_tp,
+    "sandblaster": sandblaster,
 }
 
 

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -69,6 +70,18 @@ def full_parameters(trainer: Trainer) -> list[list[float]]:
     return found
 
 
+def lbfgs_step(optimizer: torch.optim.LBFGS, model: torch.nn.Module, loss_fn: Any,
+               inputs: torch.Tensor, targets: torch.Tensor) -> float:
+    """One torch.optim.LBFGS step on the whole batch; the loss before it."""
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        return loss
+
+    return float(optimizer.step(closure))
+
+
 def main() -> None:
     out, workload, *strategies = sys.argv[1:]
     wire = os.environ.get("CHECK_WIRE") == "1"
@@ -91,7 +104,11 @@ def main() -> None:
     for entry in strategies:
         name, _, text = entry.partition(":")
         raw = dict(pair.split("=") for pair in text.split(",") if pair)
-        single = name == "single"  # rank 0 alone, undistributed: the reference trajectory
+        single = name in ("single", "lbfgs")  # rank 0 alone, undistributed: a reference
+        # lbfgs: torch.optim.LBFGS (max_iter=1, no line search) on the whole batch, which
+        # sandblaster's one replica must follow
+        lbfgs = name == "lbfgs" and {"history": int(raw.pop("history", 10)),
+                                     "lr": float(raw.pop("lr", 1.0))}
         if single:
             name = "ddp"
         batch = int(raw.pop("batch", 4))
@@ -123,12 +140,21 @@ def main() -> None:
                 # pipeline read the same ones, a parameter server's worker 0 what a single
                 # rank reads).
                 generator = torch.Generator().manual_seed(100 + strategy.data_shard()[0])
+                reference = lbfgs and torch.optim.LBFGS(
+                    strategy.model.parameters(), lr=lbfgs["lr"], max_iter=1,  # type: ignore[union-attr]
+                    history_size=lbfgs["history"])
                 for _ in range(STEPS):
                     inputs, targets = trainer.workload.synthetic_batch("tiny", batch, "cpu",
                                                                        generator)
                     inputs, targets = trainer.to_device(inputs, targets)
-                    losses.append(float(trainer.step(inputs, targets)))
+                    if reference:
+                        losses.append(lbfgs_step(reference, strategy.model,  # type: ignore[arg-type]
+                                                 trainer.workload.loss, inputs, targets))
+                    else:
+                        losses.append(float(trainer.step(inputs, targets)))
                     meter.end_step()
+                if name == "sandblaster":  # the shards' parameters after the last batch
+                    strategy.model_to_evaluate()
                 parameters = full_parameters(trainer)
             state = strategy.state_bytes()
             strategy.finish()  # a parameter server's workers say they are done

@@ -114,7 +114,9 @@ def test_strategies_that_cannot_run_say_why() -> None:
     assert point.estimate is None and "divide" in point.reason
     assert set(MODELS) == {"ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async",
                            "downpour", "ssp", "hogwild", "gossip", "hybrid", "pipeline",
-                           "tensor", "dp-tp"}
+                           "tensor", "dp-tp", "sandblaster"}
+    (point,) = predict(ctx("sandblaster"), "sandblaster", [2])
+    assert point.estimate is None and "coordinator" in point.reason
 
 
 def test_options_and_names() -> None:
@@ -226,3 +228,15 @@ def test_fsdp_without_overlap_adds_every_collective() -> None:
     hidden = conv + max(T_F, fc) + fc + max(T_B, conv + fc) + conv
     assert step("fsdp", 2) == pytest.approx(hidden)
     assert step("fsdp", 1, overlap="0") == pytest.approx(T)  # one rank: nothing to move
+
+
+def test_sandblaster_prices_portions_pushes_and_the_coordinators_commands() -> None:
+    """2 replicas + coordinator + 1 shard, batch 10 in 2 portions of 5 samples (50 ms each):
+    fetch max(α + Pβ, 2(α + Pβ)), one portion per replica with 4α to the coordinator and
+    α + Pβ of push (the shard's link takes 2 pushes: 2(α + Pβ) is more), then the L-BFGS
+    commands and answers at m = 1: (15 + 5)·α, and the last ASK's round trip."""
+    fetch = 2 * (LINK.alpha + P * LINK.beta)
+    pushes = max(5 * LINK.alpha + P * LINK.beta, 2 * (LINK.alpha + P * LINK.beta))
+    expected = fetch + T / 2 + pushes + 20 * LINK.alpha + 2 * LINK.alpha
+    assert step("sandblaster", 4, portions="2", history="1") == pytest.approx(expected)
+

@@ -229,7 +229,7 @@ def test_a_combination_that_cannot_run_on_gpus_is_refused_with_its_reason(
         resolve({"workload": "hep_cnn", "size": "tiny", **options}, None)
 
 
-@pytest.mark.parametrize("strategy", ["ps-sync"])
+@pytest.mark.parametrize("strategy", ["ps-sync", "sandblaster"])
 def test_a_strategy_with_serving_ranks_measures_a_fixed_count(strategy: str) -> None:
     """A precision target stops every rank on rank 0's broadcast word, which a serving rank
     (ps-sync's server, sandblaster's coordinator and shard) never hears: it hung there."""
