@@ -42,8 +42,29 @@ def exchange(ctx: Context, servers: int, clients: int, nbytes: float) -> tuple[f
             clients * (link.alpha + nbytes / servers * link.beta))
 
 
+def prioritised_pull(fetch: float, forward: float, layers: int, alpha: float) -> float:
+    """A fetch and the forward pass after it, with priority=on: the fetch cut into one piece
+    per layer (each an α more), pulled in forward order, each layer's forward starting when
+    its piece is in: a two-stage pipeline over L pieces, f + c + (L - 1)·max(f, c) for
+    f = fetch/L + α and c = forward/L (layers taken as equal). Off: fetch + forward."""
+    if layers <= 1:
+        return fetch + forward
+    piece, compute = fetch / layers + alpha, forward / layers
+    return piece + compute + (layers - 1) * max(piece, compute)
+
+
+def _priority_saving(ctx: Context, fetch: float, forward: float) -> float:
+    """What priority=on takes off a step that fetches (0 with it off)."""
+    if not ctx.options.get("priority"):
+        return 0.0
+    layers = sum(1 for layer in ctx.facts.layers if layer.parameters)
+    alpha = ctx.network.link("p2p", 2).alpha
+    return fetch + forward - prioritised_pull(fetch, forward, layers, alpha)
+
+
 def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
-    """step = T (slowest of W) + push + fetch, each max(K·α + P·β, W·(α + P/K·β))."""
+    """step = T (slowest of W) + push + fetch, each max(K·α + P·β, W·(α + P/K·β)); with
+    priority the fetch overlaps the forward pass (prioritised_pull)."""
     servers, workers = _layout(ctx, nodes, "ps-sync")
     samples = ctx.rank_batch(workers)
     total = ctx.compute_time(samples, workers)
@@ -51,7 +72,8 @@ def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
     one_way = max(client, server)
     notes = ("server incast: the servers' links, not the workers', set the exchange",) \
         if server > client else ()
-    return StepEstimate(total + 2 * one_way, samples * workers, total,
+    saving = _priority_saving(ctx, one_way, total * ctx.facts.forward_fraction)
+    return StepEstimate(total + 2 * one_way - saving, samples * workers, total,
                         {"push (gradient)": one_way, "fetch (parameter)": one_way},
                         volumes.ps_sync(ctx.facts.param_bytes, nodes, servers=servers), notes)
 
@@ -66,7 +88,8 @@ def _asynchronous(ctx: Context, nodes: int, strategy: str, push_every: int, fetc
     total = ctx.compute_time(samples)
     client, server_per_client = exchange(ctx, servers, 1, ctx.facts.param_bytes)
     share = 1 / push_every + 1 / fetch_every
-    cycle = total + client * share
+    cycle = total + client * share - _priority_saving(
+        ctx, client, total * ctx.facts.forward_fraction) / fetch_every
     capacity = 1 / (server_per_client * share) if server_per_client > 0 else float("inf")
     rate = min(workers / cycle, capacity)
     step = workers / rate

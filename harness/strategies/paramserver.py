@@ -6,8 +6,11 @@ sharded server). A worker talks to every server: a request header (4 int64 words
 the worker's step, the version its parameters were fetched at, and for a fetch the least
 version it may be answered with) on TAG_REQUEST, then for a push the gradient shard on
 TAG_GRADIENT; a fetch is answered with a reply header (the server's version) on TAG_REPLY and
-the shard on TAG_PARAMETERS. The server takes requests from any source (gloo and dtbench's MPI
-group both receive from any source), so it serves workers in the order they arrive.
+the shard on TAG_PARAMETERS. With priority (harness/strategies/priority.py) a worker first
+sends its plan (PLAN: the pieces of the shard in its forward order, on TAG_PLAN) and a sliced
+fetch is answered piece by piece in that order. The server takes requests from any source
+(gloo and dtbench's MPI group both receive from any source), so it serves workers in the
+order they arrive.
 
 Two update rules:
 - "async": every pushed gradient is applied on arrival through the server's optimizer
@@ -39,8 +42,8 @@ from harness.core.stats import quantile
 from harness.records.rundir import LostWorker, RunDir
 from harness.strategies.meter import CommMeter
 
-PUSH, FETCH, DONE = 1, 2, 3
-TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS = 11, 12, 13, 14
+PUSH, FETCH, DONE, PLAN, FETCH_SLICED = 1, 2, 3, 4, 5
+TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS, TAG_PLAN = 11, 12, 13, 14, 15
 HEADER_WORDS = 4
 HEADER_BYTES = HEADER_WORDS * 8
 # Set on the ranks of a run that tolerates lost workers: the run directory, where the
@@ -93,6 +96,7 @@ class ServerStats:
     pushes: int = 0
     fetches: int = 0
     lost: list[dict[str, Any]] = field(default_factory=list)
+    sent_order: list[tuple[int, int]] = field(default_factory=list)  # the last fetch's pieces
 
 
 class Server:
@@ -116,7 +120,8 @@ class Server:
         self.stats = ServerStats()
         self.steps_of: dict[int, int] = {c: 0 for c in self.clients}
         self._done: set[int] = set()
-        self._pending: list[tuple[int, int]] = []       # (worker, least version) fetches
+        self._pending: list[tuple[int, int, bool]] = []  # (worker, least version, sliced)
+        self._plans: dict[int, list[tuple[int, int]]] = {}  # a worker's pieces, in order
         self._clock_sum: dict[int, torch.Tensor] = {}
         # clock -> (worker, version its gradient was computed at) of each gradient summed
         self._clock_seen: dict[int, list[tuple[int, int]]] = {}
@@ -166,6 +171,9 @@ class Server:
         if words[0] == PUSH:
             gradient = torch.empty_like(self.param.data)
             dist.recv(gradient, src=source, tag=TAG_GRADIENT, group=self.group)
+        elif words[0] == PLAN:  # the plan rides in the payload slot
+            gradient = torch.empty(2 * words[2], dtype=torch.int64)
+            dist.recv(gradient, src=source, tag=TAG_PLAN, group=self.group)
         return source, words, gradient
 
     def _receive_forever(self, arrivals: queue.Queue[Any]) -> None:
@@ -182,8 +190,10 @@ class Server:
         self.steps_of[source] = max(self.steps_of.get(source, 0), step)
         if op == PUSH and gradient is not None:
             self._push(source, gradient, step, version_seen)
-        elif op == FETCH:
-            self._pending.append((source, least))
+        elif op in (FETCH, FETCH_SLICED):
+            self._pending.append((source, least, op == FETCH_SLICED))
+        elif op == PLAN and gradient is not None:
+            self._plans[source] = [tuple(pair) for pair in gradient.view(-1, 2).tolist()]
         elif op == DONE:
             self._done.add(source)
             self._complete_clocks()
@@ -252,18 +262,21 @@ class Server:
     def _answer(self) -> None:
         """Reply to every pending fetch whose least version the shard has reached."""
         waiting = []
-        for worker, least in self._pending:
+        for worker, least, sliced in self._pending:
             if self.version >= least or worker in self._done:
                 if worker not in self._done:
                     with _kind(self.meter, "control"):
                         dist.send(_header(self.version), dst=worker, tag=TAG_REPLY,
                                   group=self.group)
+                    pieces = self._plans[worker] if sliced else [(0, self.param.numel())]
                     with _kind(self.meter, "parameter"):
-                        dist.send(self.param.data, dst=worker, tag=TAG_PARAMETERS,
-                                  group=self.group)
+                        for lo, hi in pieces:
+                            dist.send(self.param.data[lo:hi], dst=worker, tag=TAG_PARAMETERS,
+                                      group=self.group)
+                    self.stats.sent_order = list(pieces)
                     self.stats.fetches += 1
             else:
-                waiting.append((worker, least))
+                waiting.append((worker, least, sliced))
         self._pending = waiting
 
     def summary(self) -> dict[str, Any]:
@@ -284,6 +297,7 @@ class Server:
                 "fetches": self.stats.fetches, "worker_steps": dict(sorted(
                     (str(k), v) for k, v in self.steps_of.items())),
                 "lost": self.stats.lost, "damp_stale": self.damp_stale,
+                "sent_order": self.stats.sent_order,
                 "momentum": self.optimizer.param_groups[0].get("momentum")}
 
     def rounds(self) -> float:
@@ -323,6 +337,30 @@ class Client:
             flat[lo:hi].copy_(shard)
         self.version = min(versions)
         return self.version
+
+    def send_plans(self, per_server: Sequence[Sequence[tuple[int, int]]]) -> None:
+        """Tell each server the pieces of its shard a sliced fetch answers, in order."""
+        for server, pieces in zip(self.servers, per_server, strict=True):
+            plan = torch.tensor([v for piece in pieces for v in piece], dtype=torch.int64)
+            with _kind(self.meter, "control"):
+                dist.send(_header(PLAN, self.step, len(pieces)), dst=server, tag=TAG_REQUEST,
+                          group=self.group)
+                dist.send(plan, dst=server, tag=TAG_PLAN, group=self.group)
+
+    def fetch_sliced(self, flat: torch.Tensor, least: int,
+                     pieces: Sequence[tuple[int, int, int, int]]) -> list[Any]:
+        """Ask every server for its pieces (plans sent before); the receives of the pieces
+        (server, flat lo, flat hi, parameter), posted in that order, for the caller to wait."""
+        for server in self.servers:
+            self._request(server, FETCH_SLICED, least)
+        reply = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        versions = []
+        for server in self.servers:
+            dist.recv(reply, src=server, tag=TAG_REPLY, group=self.group)
+            versions.append(int(reply[0]))
+        self.version = min(versions)
+        return [dist.irecv(flat[lo:hi], src=self.servers[server], tag=TAG_PARAMETERS,
+                           group=self.group) for server, lo, hi, _ in pieces]
 
     def push(self, flat_gradient: torch.Tensor) -> None:
         for server, (lo, hi) in zip(self.servers, self.bounds, strict=True):

@@ -26,6 +26,7 @@ from harness.strategies.paramserver import (
     least_version,
     shard_bounds,
 )
+from harness.strategies.priority import PRIORITY, Puller
 
 SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",
                  minimum=1, aliases=("K", "n_servers"))
@@ -194,6 +195,8 @@ class ParameterServerStrategy(Strategy):
             self._flat = flat[lo:hi]
             return
         self.client = Client(range(workers, workers + servers), bounds, self.meter)
+        self.puller = Puller(model, self.client, PRIORITY in self.options
+                             and bool(self.option_value(spec, "priority")), self.clock)
         self._flat = flat
         self._accumulated: torch.Tensor | None = None
 
@@ -228,9 +231,9 @@ class ParameterServerStrategy(Strategy):
         if step % self.fetch_every(spec) == 0:
             with clock.phase("wait"):
                 self.client.step = step
-                self.client.fetch(self._flat, least_version(step, self.bound(spec)))
-                vector_to_parameters(self._flat, model.parameters())
+                self.puller.fetch(self._flat, model, least_version(step, self.bound(spec)))
         loss, gradient = self.local_gradient(inputs, targets, clip=True)
+        self.puller.after_forward()
         self._accumulated = gradient if self._accumulated is None \
             else self._accumulated + gradient
         self._steps = step + 1
@@ -306,7 +309,7 @@ class ParameterServerStrategy(Strategy):
         if self.serves:
             return {**self.server.summary(), "shard_checksum": flat_checksum(self.server.param)}
         return {"steps": self._steps, "fetched_version": self.client.version,
-                **getattr(self, "_evaluated", {})}
+                **self.puller.summary(), **getattr(self, "_evaluated", {})}
 
     def finish(self) -> None:
         if not self.serves and hasattr(self, "client"):
@@ -320,7 +323,7 @@ class PSAsync(ParameterServerStrategy):
     tolerates_worker_loss = True
     name = "ps-async"
     summary = "parameter server, asynchronous: gradients applied on arrival"
-    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM, DAMP_STALE)
+    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM, DAMP_STALE, PRIORITY)
 
 
 @STRATEGIES.register("ps-sync")
@@ -329,7 +332,7 @@ class PSSync(ParameterServerStrategy):
 
     name = "ps-sync"
     summary = "parameter server, synchronous: all workers' gradients averaged per step"
-    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM)  # always fresh
+    options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM, PRIORITY)  # always fresh
     synchronous = True
     rule = "clock"
 
@@ -350,6 +353,7 @@ class SSP(ParameterServerStrategy):
         DAMP_STALE,
         Option("staleness", float, None, "the bound s (clocks; inf never waits); required",
                minimum=0, aliases=("s",), priced=False),
+        PRIORITY,
     )
     rule = "clock"
     tolerates_worker_loss = True  # the lost worker is dropped from the bound
@@ -381,6 +385,7 @@ class Downpour(ParameterServerStrategy):
         Option("n_push", int, 1, "steps between gradient pushes (their mean)", minimum=1),
         Option("adagrad", bool, False, "servers apply updates with Adagrad (DistBelief)",
                priced=False),
+        PRIORITY,
     )
 
     @classmethod

@@ -240,3 +240,13 @@ def test_sandblaster_prices_portions_pushes_and_the_coordinators_commands() -> N
     expected = fetch + T / 2 + pushes + 20 * LINK.alpha + 2 * LINK.alpha
     assert step("sandblaster", 4, portions="2", history="1") == pytest.approx(expected)
 
+
+def test_priority_overlaps_the_pull_with_the_forward_pass() -> None:
+    """ps-sync on 2 ranks (one worker, one server): the fetch α + Pβ cut into the toy's two
+    layers, pulled in forward order: f + c + max(f, c), f = fetch/2 + α, c = T_f/2."""
+    fetch = LINK.alpha + P * LINK.beta
+    piece, compute = fetch / 2 + LINK.alpha, T_F / 2
+    pulled = piece + compute + max(piece, compute)
+    assert step("ps-sync", 2) == pytest.approx(T + 2 * fetch)
+    assert step("ps-sync", 2, priority="1") == pytest.approx(pulled + T_B + fetch)
+    assert step("ps-async", 2, priority="1") < step("ps-async", 2)

@@ -150,7 +150,7 @@ def test_predict_json_states_the_options_it_modelled(run_record: Any, comm_recor
     stated = {r["spec"]["strategy"]: r["spec"]["strategy_options"] for r in records}
     assert stated["localsgd"] == {"period": 8, "subgroup": 1, "overlap": True}
     assert stated["ssp"] == {"servers": 1, "momentum": None, "damp_stale": True,
-                             "staleness": "inf"}
+                             "staleness": "inf", "priority": False}
     roles = {r["spec"]["strategy"]: r["prediction"]["options"] for r in records}
     assert roles["localsgd"] == {"assumptions": ["overlap", "subgroup"], "not_priced": []}
     assert "staleness" in roles["ssp"]["not_priced"]
