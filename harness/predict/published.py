@@ -3,10 +3,15 @@
 Every row of published.json names a paper's (or a project's) result, where in it, the value,
 and every input the model reads for it with that input's source: the cluster as named link
 presets (links.py), the per-device batch, the engine's fusion settings, and one device's
-published throughput. Nothing in a row is fitted to it: a row can only name presets and
-published single-device figures (ROW_KEYS and COMPUTE_KEYS are all it may hold; the tests
-check it). Each row is predicted at its device count and at its baseline's, and set beside
-the published value and beside what perfect scaling would have predicted.
+published throughput (or its FLOP/s). Nothing in a row is fitted to it: a row can only name
+presets and published figures (ROW_KEYS and COMPUTE_KEYS are all it may hold; the tests check
+it). Each row is predicted at its device count and at its baseline's, and set beside the
+published value and beside what perfect scaling would have predicted.
+
+Metrics: a scaling `efficiency` or `speedup` against the baseline's device count; a
+`time_to_train_min` (the source's epochs over its training set at the predicted throughput,
+minutes), and sustained `pflops` (the predicted throughput times the model's FLOPs per
+sample). Perfect scaling predicts the devices' count times one device's rate.
 """
 from __future__ import annotations
 
@@ -21,9 +26,12 @@ from harness.core.errors import EXIT_OK, UsageError
 TABLE = Path(__file__).with_name("published.json")
 ROW_KEYS = frozenset({"id", "source", "where", "metric", "published", "devices",
                       "baseline_devices", "model", "batch", "strategy", "options", "topology",
-                      "fusion", "compute", "inputs", "verified"})
-COMPUTE_KEYS = frozenset({"curve", "like", "source", "where"})
-METRICS = ("efficiency", "speedup")
+                      "fusion", "compute", "inputs", "verified", "epochs", "train_samples",
+                      "node", "interconnect"})
+# a device's published rate: samples/s at batches (curve), or FLOP/s (flops), the latter
+# turned into samples/s with the model's FLOPs per sample
+COMPUTE_KEYS = frozenset({"curve", "flops", "like", "source", "where"})
+METRICS = ("efficiency", "speedup", "time_to_train_min", "pflops")
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,7 @@ class PublishedRow:
     row: dict[str, Any]
     predicted: float
     notes: tuple[str, ...] = ()
+    single_rate: float = 0.0  # one device's samples/s as the row's compute gives it
 
     @property
     def published(self) -> float:
@@ -40,10 +49,14 @@ class PublishedRow:
 
     @property
     def perfect(self) -> float:
-        """What perfect scaling predicts: efficiency 1, speed-up devices / baseline devices."""
-        if self.row["metric"] == "efficiency":
+        """What perfect scaling predicts: efficiency 1, speed-up devices / baseline devices;
+        for a time or a FLOP rate, the devices times one device's rate."""
+        metric, devices = self.row["metric"], self.row["devices"]
+        if metric == "efficiency":
             return 1.0
-        return self.row["devices"] / self.row.get("baseline_devices", 1)
+        if metric == "speedup":
+            return devices / self.row.get("baseline_devices", 1)
+        return metric_value(self.row, devices * self.single_rate)
 
     @property
     def error(self) -> float:
@@ -78,8 +91,8 @@ def row_problems(row: Any, sources: dict[str, Any]) -> list[str]:
         return ["not an object"]
     found = [f"key {key!r} is not an input a row may give" for key in sorted(set(row) - ROW_KEYS)]
     compute = row.get("compute")
-    if not isinstance(compute, dict) or "curve" not in compute:
-        found.append("compute: give a published single-device curve")
+    if not isinstance(compute, dict) or ("curve" in compute) == ("flops" in compute):
+        found.append("compute: give a published single-device curve or FLOP/s (one)")
     else:
         found += [f"compute key {key!r} is not an input a row may give"
                   for key in sorted(set(compute) - COMPUTE_KEYS)]
@@ -92,17 +105,36 @@ def row_problems(row: Any, sources: dict[str, Any]) -> list[str]:
     for key in ("published", "devices", "batch", "model", "strategy", "topology"):
         if key not in row:
             found.append(f"missing {key}")
+    if row.get("metric") == "time_to_train_min":
+        found += [f"missing {key} (a time to train)" for key in ("epochs", "train_samples")
+                  if key not in row]
     return found
 
 
-def _curve(compute: dict[str, Any], model: str) -> str:
+def metric_value(row: dict[str, Any], throughput: float) -> float:
+    """A time-to-train or FLOP-rate row's metric at `throughput` samples/s."""
+    if row["metric"] == "time_to_train_min":
+        return float(row["epochs"]) * float(row["train_samples"]) / throughput / 60.0
+    if row["metric"] == "pflops":
+        from harness.predict.context import workload_facts
+
+        return throughput * workload_facts(str(row["model"]), "full").flops_per_sample / 1e15
+    raise ValueError(f"metric {row['metric']!r} is a ratio, not a function of a rate")
+
+
+def _curve(compute: dict[str, Any], model: str, batch: int) -> str:
     """The row's single-device curve; with `like`, the reference model's FLOP/s at each batch
-    applied to this model's FLOPs (a model the source has no figure for)."""
+    applied to this model's FLOPs (a model the source has no figure for); with `flops`, that
+    rate over the model's FLOPs per sample, at the row's batch."""
+    from harness.predict.context import workload_facts
+
+    if "flops" in compute:
+        rate = float(compute["flops"]) / workload_facts(model, "full").flops_per_sample
+        return f"{batch}:{rate:.6g}"
     curve = str(compute["curve"])
     like = compute.get("like")
     if not like:
         return curve
-    from harness.predict.context import workload_facts
 
     ratio = workload_facts(like, "full").flops_per_sample / \
         workload_facts(model, "full").flops_per_sample
@@ -121,7 +153,7 @@ def predict_row(row: dict[str, Any]) -> PublishedRow:
     strategies = tuple(dict.fromkeys((strategy, "ddp")))
     request = Request(model, strategies, options, size="full", batch_size=int(row["batch"]),
                       topology=str(row["topology"]),
-                      compute_curve=_curve(row["compute"], model),
+                      compute_curve=_curve(row["compute"], model, int(row["batch"])),
                       fusion=row.get("fusion"), calibrate_from=())
     contexts = prepare(request).contexts
     base, devices = int(row.get("baseline_devices", 1)), int(row["devices"])
@@ -137,9 +169,13 @@ def predict_row(row: dict[str, Any]) -> PublishedRow:
     if baseline.estimate is None or point.estimate is None:
         raise UsageError(f"row {row['id']}: the model has no estimate "
                          f"({point.reason or baseline.reason})")
-    ratio = point.estimate.throughput / baseline.estimate.throughput
-    value = ratio * base / devices if row["metric"] == "efficiency" else ratio
-    return PublishedRow(row, value, point.estimate.notes)
+    single = contexts["ddp"].compute.rate(int(row["batch"]))
+    if row["metric"] in ("time_to_train_min", "pflops"):
+        value = metric_value(row, point.estimate.throughput)
+    else:
+        ratio = point.estimate.throughput / baseline.estimate.throughput
+        value = ratio * base / devices if row["metric"] == "efficiency" else ratio
+    return PublishedRow(row, value, point.estimate.notes, single)
 
 
 def summary(rows: list[PublishedRow]) -> dict[str, float]:

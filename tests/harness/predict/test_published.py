@@ -86,12 +86,13 @@ def test_every_published_row_is_sourced_and_carries_no_tuning() -> None:
                 assert find_link(value) is not None
         # an engine's documented defaults, not a fitted cycle or threshold
         assert row.get("fusion") in (None, "64:5", "128:1", "horovod")
-        # layout options only (how many server ranks), no model knobs
-        assert set(row.get("options") or {}) <= {"servers"}
+        # layout options only (how many server ranks and groups), no model knobs
+        assert set(row.get("options") or {}) <= {"servers", "groups"}
         assert STRATEGIES.get(row["strategy"]) is not None
         # one source's figure for one model is the same in every row that uses it
         key = (row["compute"]["source"], row["compute"].get("like") or row["model"])
-        assert curves.setdefault(key, row["compute"]["curve"]) == row["compute"]["curve"]
+        figure = row["compute"].get("curve", row["compute"].get("flops"))
+        assert curves.setdefault(key, figure) == figure
         assert sources[row["source"]]["url"].startswith("https://")
 
 
@@ -126,3 +127,43 @@ def test_published_row_is_predicted_and_summarised(capsys: pytest.CaptureFixture
     assert main(["predict", "--validate-published", str(path)]) == 0
     out = capsys.readouterr().out
     assert "goyal2017-resnet50-256" in out and "perfect scaling" in out and "1 rows" in out
+
+
+CPU_ROWS = ("dawnbench-intel-resnet50-128", "dawnbench-intel-resnet50-64to128",
+            "surfsara-resnet50-448", "you2017-alexnet-1024", "you2017-resnet50-1600",
+            "kurth2017-hep-9600")
+
+
+def test_the_seeds_cpu_cluster_records_are_rows_with_their_sources() -> None:
+    document = load_table()
+    rows = {row["id"]: row for row in document["rows"]}
+    for name in CPU_ROWS:
+        row = rows[name]
+        # node type, interconnect and the per-node rate each say where they come from
+        assert row["node"] and row["interconnect"] and row["compute"]["where"], name
+        assert document["sources"][row["compute"]["source"]]["url"].startswith("https://")
+        if row["metric"] == "time_to_train_min":
+            assert row["epochs"] > 0 and row["train_samples"] == 1_281_167, name
+
+
+def test_a_time_to_train_row_is_its_epochs_at_the_predicted_rate() -> None:
+    rows = {row["id"]: row for row in load_table()["rows"]}
+    found = predict_row(rows["dawnbench-intel-resnet50-128"])
+    # perfect scaling: 128 nodes at the per-node 73.0 images/s, 85 epochs of ImageNet-1k
+    assert found.single_rate == pytest.approx(73.0)
+    assert found.perfect == pytest.approx(85 * 1_281_167 / (128 * 73.0) / 60)
+    # the model's communication makes it slower than perfect, never faster
+    assert found.predicted > found.perfect
+    kurth = predict_row(rows["kurth2017-hep-9600"])
+    assert kurth.perfect == pytest.approx(9600 * 2e12 / 1e15, rel=1e-4)  # 2 TFLOP/s a node
+    assert 0 < kurth.predicted < kurth.perfect
+
+
+def test_a_time_row_without_its_epochs_or_with_two_rates_is_refused() -> None:
+    document = load_table()
+    row = next(r for r in document["rows"] if r["metric"] == "time_to_train_min")
+    sources = document["sources"]
+    assert any("epochs" in p for p in row_problems(
+        {k: v for k, v in row.items() if k != "epochs"}, sources))
+    both = dict(row, compute={**row["compute"], "flops": 1e12})
+    assert any("curve or FLOP/s" in p for p in row_problems(both, sources))
