@@ -60,9 +60,12 @@ def test_the_declared_spec_fields_are_the_run_specs() -> None:
 
 def test_identity_is_what_it_was_before_the_declaration() -> None:
     assert set(NOT_IN_KEY) == {"suite", "seed", "env", "peak", "replicas", "compile_mode",
-                               "ipex_mode", "target_ci", "max_time"}
+                               "ipex_mode", "target_ci", "max_time", "profile",
+                               "profile_steps"}
     assert KEY_DEFAULTS == {"strategy": "ddp", "strategy_options": {}, "straggler": None,
-                            "ipex": False, "loader_workers": 0, "skip_bad_samples": False}
+                            "ipex": False, "loader_workers": 0, "skip_bad_samples": False,
+                            "share_gpu": False, "optimizer": "default", "lr_scaling": "none",
+                            "warmup_epochs": 0.0, "lars_eta": 0.001}
     assert DDP_SPEC_OPTIONS == {"bucket_mb": 25, "compression": "none"}
 
 
@@ -78,6 +81,8 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
         "batch_size", "steps", "warmup", "mode", "repeat", "threads", "channels_last",
         "compile", "ipex", "data", "seed", "bucket_mb", "compression", "peak", "strategy",
         "strategy_options", "straggler", "target_ci", "max_time", "loader_workers",
+        "profile", "profile_steps", "share_gpu", "optimizer", "lr_scaling", "warmup_epochs",
+        "lars_eta",
         "skip_bad_samples"}
     assert RUN_KEYS["compile"] == (bool, str) and RUN_KEYS["nproc"] is int
 
