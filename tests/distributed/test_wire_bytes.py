@@ -142,7 +142,8 @@ STRATEGY_ENTRIES = {  # options where a strategy's default does not fit 2 or 3 r
     # tensor parallelism splits alexnet's 512-wide layers, which 3 does not divide (the run
     # refuses it): dp-tp runs as a 3 x 1 mesh
     3: ["ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async", "downpour", "ssp:s=2",
-        "hogwild", "gossip", "hybrid:groups=2", "pipeline", "dp-tp:tp=1"],
+        "hogwild", "gossip", "hybrid:groups=2", "pipeline", "dp-tp:tp=1",
+        "sandblaster:portions=2"],
 }
 
 
