@@ -84,6 +84,8 @@ class Workload(ABC):
     summary: ClassVar[str]
     presets: ClassVar[dict[str, Preset]]
     image_model: ClassVar[bool] = True
+    # Layers that tensor parallelism leaves whole though it could split them (by name).
+    tensor_parallel_replicated: ClassVar[tuple[str, ...]] = ()
 
     def preset(self, size: str) -> Preset:
         try:
@@ -126,6 +128,29 @@ class Workload(ABC):
     def check(self, backend: str, precision: str, mode: str, size: str) -> None:
         """Raise NotImplementedError for a combination this workload does not support."""
 
+    def tokens_per_sample(self, size: str) -> int | None:
+        """Tokens a sample holds (a language model's window), None for other inputs: the
+        throughput in tokens/s is samples/s times this."""
+        shape = self.preset(size).input_shape
+        return int(shape[0]) if not self.image_model and len(shape) == 1 else None
+
+    def tensor_parallel_refusal(self, size: str, tp: int) -> str | None:
+        """Why `tp` tensor-parallel ranks cannot split this model (None: they can)."""
+        return None
+
+    def token_ids(self, size: str) -> Any:
+        """Real text as token ids for `dtbench data make --format tokens`; None where the
+        workload has none (random ids are written)."""
+        return None
+
+    def run_settings(self, size: str, device: torch.device, precision: str) -> dict[str, Any]:
+        """What a run records about how this workload executed (the attention kernel)."""
+        return {}
+
+    def facts(self, size: str) -> dict[str, Any]:
+        """Facts beyond the common ones for `describe` (a transformer's FLOPs per token)."""
+        return {}
+
     def describe(self, size: str) -> dict[str, Any]:
         preset = self.preset(size)
         return {
@@ -147,6 +172,8 @@ class Workload(ABC):
                 "max_epochs": preset.target.max_epochs,
             },
             "notes": preset.notes,
+            **({"tokens_per_sample": tokens} if (tokens := self.tokens_per_sample(size)) else {}),
+            **self.facts(size),
         }
 
 

@@ -76,9 +76,11 @@ def _block_of(name: str, blocks: list[str]) -> str:
 
 
 def _counted(module: nn.Module) -> bool:
+    """A leaf that holds parameters, pools, or computes as a layer of its own without
+    parameters (a transformer's attention, `counted_layer`)."""
     leaf = next(module.children(), None) is None
     return leaf and (any(True for _ in module.parameters(recurse=False))
-                     or isinstance(module, POOLING))
+                     or isinstance(module, POOLING) or getattr(module, "counted_layer", False))
 
 
 def _first_tensor(value: Any) -> torch.Tensor | None:
@@ -123,17 +125,19 @@ def _count(model: nn.Module, inputs: torch.Tensor) -> tuple[LayerFacts, ...]:
         for handle in handles:
             handle.remove()
     blocks = _blocks(model)
-    rows, seen = [], set()
+    rows, held = [], set()
     for name, given, made in calls:
         module = modules[name]
-        first = name not in seen
-        seen.add(name)
+        # A parameter counts once, with the first layer that uses it: a layer called twice,
+        # or a weight tied to another layer's (a transformer's output projection).
+        own = [p for p in module.parameters(recurse=False) if id(p) not in held]
+        held.update(id(p) for p in own)
         forward, backward = _alone(module, given)
         linear = isinstance(module, nn.Linear)
         out_per_sample = made // COUNT_BATCH
         rows.append(LayerFacts(
             name=name, kind=type(module).__name__, block=_block_of(name, blocks),
-            parameters=sum(p.numel() for p in module.parameters(recurse=False)) if first else 0,
+            parameters=sum(p.numel() for p in own),
             input_elements=given.numel() // COUNT_BATCH, activation_elements=out_per_sample,
             forward_flops=forward // COUNT_BATCH, backward_flops=backward // COUNT_BATCH,
             in_features=module.in_features if linear else None,
@@ -181,7 +185,8 @@ def _external_table(name: str) -> tuple[LayerFacts, ...]:
 
 def layer_table(workload: Workload | str, size: str) -> list[LayerFacts]:
     """The layers of `workload` at `size`, in forward order: the leaf modules with parameters
-    plus the pooling layers; parameters sum to the model's, FLOPs to flops_per_sample."""
+    plus the pooling and attention layers; parameters sum to the model's (a tied weight
+    counted once, with its first layer), FLOPs to flops_per_sample."""
     if isinstance(workload, str):
         from workloads.base import get_workload
         from workloads.external import is_external, model_name

@@ -38,13 +38,24 @@ def command(args: argparse.Namespace) -> int:
     print(f"  parameters        {info['parameters']:,}")
     print(f"  flops_per_sample  {info['flops_per_sample']:,} ({info['flops_per_sample'] / 1e9:.4g}"
           " GFLOP, forward+backward)")
-    print(f"  input shape       {tuple(info['input_shape'])}, {info['num_classes']} classes")
+    if "tokens_per_sample" in info:
+        print(f"  tokens/sample     {info['tokens_per_sample']:,}, vocabulary "
+              f"{info['num_classes']:,}")
+    if "flops_per_token" in info:
+        print(f"  flops_per_token   {info['flops_per_token']:,.0f} counted; 6N + 12·L·d·T = "
+              f"{info['palm_flops_per_token']:,.0f} (PaLM, appendix B); counted/formula "
+              f"{info['counted_over_palm']:.4f}")
+    else:
+        print(f"  input shape       {tuple(info['input_shape'])}, {info['num_classes']} "
+              "classes")
     print(f"  default batch     {info['default_batch_size']}")
     print(f"  data (ttt)        {info['data']}")
     print(f"  quality target    {target['metric']} {comparison} {target['value']} "
           f"within {target['max_epochs']} epochs")
     if info["notes"]:
         print(f"  notes             {info['notes']}")
+    print(f"  layers            dtbench describe {info['workload']} --size {info['size']} "
+          "--layers")
     return EXIT_OK
 
 
