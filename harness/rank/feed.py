@@ -33,7 +33,9 @@ class Feed:
             self._batches = self.files.forever()
             self.ids: list[int] = []
             return
-        generator = torch.Generator().manual_seed(spec.seed + rank)
+        # Drawn per data shard, not per rank: the ranks of a tensor-parallel group or a
+        # pipeline share their batch, as they do reading real data.
+        generator = torch.Generator().manual_seed(spec.seed + trainer.data_shard()[0])
         inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank,
                                                            "cpu", generator)
         self.batch = trainer.to_device(inputs, targets)

@@ -42,7 +42,9 @@ class Trainer:
         if meter is not None:
             meter.discard()  # set-up traffic (broadcasts, mesh creation) is no step's
         self.settings.update(channels_last=self.channels_last, compile=spec.compile,
-                             strategy=spec.strategy, role=self.strategy.role)
+                             strategy=spec.strategy, role=self.strategy.role,
+                             **self.workload.run_settings(spec.size, self.device,
+                                                          spec.precision))
         self.straggler_factor = (spec.straggler[1] if spec.straggler
                                  and spec.straggler[0] == rank else 1.0)
         self.strategy.straggler_factor = self.straggler_factor

@@ -15,6 +15,7 @@ from harness.microbench.peak import PeakResult
 from harness.records.record import Metric
 from harness.records.rundir import RankResult
 from harness.records.store import Store
+from harness.strategies import STRATEGIES
 from harness.strategies.meter import COUNTED
 from workloads.flops import count_flops_per_sample
 
@@ -31,11 +32,13 @@ class Collected:
 
 
 def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
-    """What the model did, step by step: every worker rank's loss at each recorded step
-    (float32, as the ranks computed them), the samples one step consumes over all ranks, the
+    """What the model did, step by step: the loss of every worker rank that stands for a data
+    shard (Strategy.loss_ranks) at each recorded step (float32, as the ranks computed them),
+    the samples one step consumes over all ranks, the
     first recorded step (throughput runs record after the warm-up), rank 0's step times, and
     the evaluations with the samples seen at each. None when no rank kept a loss."""
-    workers = [rank for rank in ranks if rank.losses]
+    kept = set(STRATEGIES.get(spec.strategy).loss_ranks(spec))
+    workers = [rank for rank in ranks if rank.losses and rank.rank in kept]
     if not workers:
         return None
     lead = workers[0]

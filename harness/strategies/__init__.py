@@ -4,6 +4,7 @@ from __future__ import annotations
 from harness.strategies import (  # noqa: F401  (registration)
     ddp,
     fsdp,
+    fsdp_tp,
     gossip,
     hogwild,
     hybrid,

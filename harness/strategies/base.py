@@ -178,6 +178,12 @@ class Strategy(ABC):
         return ["worker"] * spec.world_size
 
     @classmethod
+    def loss_ranks(cls, spec: RunSpec) -> list[int]:
+        """The ranks whose per-step losses a record's trajectory keeps: one per data shard
+        (the ranks of a tensor-parallel group or a pipeline compute one loss between them)."""
+        return list(range(spec.world_size))
+
+    @classmethod
     @abstractmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
         """Analytic bytes a rank sends per step, by kind (the per-rank mean): every strategy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import ClassVar
 
 import torch
@@ -20,12 +21,41 @@ from harness.strategies.steps import data_parallel_step
 
 def shard_units(model: nn.Module) -> Iterator[nn.Module]:
     """The blocks sharded apart: each child of a Sequential, and each other child that holds
-    parameters, so the root keeps none (and every parameter is re-gathered for backward)."""
+    parameters, so the root keeps none (and every parameter is re-gathered for backward) —
+    except a child holding a parameter another module holds too (a tied embedding and output
+    projection): FSDP2 shards a parameter in one unit, so those stay with the root, which
+    FSDP2 keeps gathered from the forward pass through the backward."""
+    shared = _shared(model)
+
+    def own_unit(module: nn.Module) -> bool:
+        held = [id(p) for p in module.parameters()]
+        return bool(held) and not shared.intersection(held)
+
     for child in model.children():
         if isinstance(child, nn.Sequential):
-            yield from (c for c in child.children() if any(True for _ in c.parameters()))
-        elif any(True for _ in child.parameters()):
+            yield from (c for c in child.children() if own_unit(c))
+        elif own_unit(child):
             yield child
+
+
+def _shared(model: nn.Module) -> set[int]:
+    """ids of the parameters that more than one module holds."""
+    seen: dict[int, int] = {}
+    for _, parameter in model.named_parameters(remove_duplicate=False):
+        seen[id(parameter)] = seen.get(id(parameter), 0) + 1
+    return {key for key, count in seen.items() if count > 1}
+
+
+@lru_cache(maxsize=32)
+def root_parameters(workload: str, size: str) -> int:
+    """Parameters FSDP2's root unit holds (none unless a weight is tied): gathered once a
+    step, not again for backward."""
+    from workloads import get_workload
+
+    with torch.device("meta"):
+        model = get_workload(workload).build_model(size)
+    total = sum(p.numel() for p in model.parameters())
+    return total - sum(p.numel() for unit in shard_units(model) for p in unit.parameters())
 
 
 @STRATEGIES.register("fsdp")
@@ -49,7 +79,8 @@ class FSDP(Strategy):
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
         return volumes.fsdp(param_bytes, spec.world_size, reshard_after_forward=bool(
-            cls.option_value(spec, "reshard_after_forward")), backend=spec.comm)
+            cls.option_value(spec, "reshard_after_forward")), backend=spec.comm,
+            root_bytes=4.0 * root_parameters(spec.workload, spec.size))
 
     def setup(self) -> None:
         recipe = self.recipe

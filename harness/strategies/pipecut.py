@@ -87,6 +87,40 @@ def plan_cut(workload: str, size: str, stages: int) -> Cut:
                cut_elements=tuple(g[-1].output_elements for g in groups[:-1]))
 
 
+@dataclass(frozen=True)
+class Tie:
+    """A weight that several stages hold (a tied embedding and output projection): its name
+    in each module holding it, the stages those are in, and its elements. The stages' ranks
+    sum its gradient every step, as Megatron sums the embedding's between the first and last
+    stage."""
+
+    names: tuple[str, ...]
+    stages: tuple[int, ...]
+    elements: int
+
+
+def ties(workload: str, size: str, cut: Cut) -> list[Tie]:
+    """The weights held by more than one stage of `cut` (counted on the meta device)."""
+    from workloads import get_workload
+    from workloads.layers import layer_table
+
+    block = {row.name: row.block for row in layer_table(workload, size)}
+    stage_of = {name: k for k, blocks in enumerate(cut.blocks) for name in blocks}
+    with torch.device("meta"):
+        model = get_workload(workload).build_model(size)
+    holders: dict[int, list[str]] = {}
+    sizes: dict[int, int] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        holders.setdefault(id(parameter), []).append(name)
+        sizes[id(parameter)] = parameter.numel()
+    found = []
+    for key, names in holders.items():
+        stages = sorted({stage_of[block[name.rpartition(".")[0]]] for name in names})
+        if len(stages) > 1:
+            found.append(Tie(tuple(names), tuple(stages), sizes[key]))
+    return found
+
+
 def theoretical_bubble(ranks: int, microbatches: int, chunks: int = 1) -> float:
     """The idle share of a synchronous schedule: (p - 1) / (v·m + p - 1)."""
     return (ranks - 1) / (chunks * microbatches + ranks - 1)

@@ -74,6 +74,11 @@ class Pipeline(Strategy):
         return cls._layout(spec).replicas
 
     @classmethod
+    def loss_ranks(cls, spec: RunSpec) -> list[int]:
+        lay = cls._layout(spec)
+        return list(range(0, spec.world_size, lay.ranks))
+
+    @classmethod
     def roles(cls, spec: RunSpec) -> list[str]:
         lay = cls._layout(spec)
         return ["stage" + "+".join(str(k) for k in range(r % lay.ranks, lay.stages, lay.ranks))
@@ -99,6 +104,11 @@ class Pipeline(Strategy):
             control += sent_bytes("allreduce", 4.0, lay.ranks)
         found["control"] += control
         found["gradient"] += sent_bytes("allreduce", param_bytes / lay.ranks, lay.replicas)
+        for tie in pipecut.ties(spec.workload, spec.size, cut):
+            ranks = {lay.stage_rank(k) for k in tie.stages}
+            if len(ranks) > 1:  # its ranks sum its gradient; the mean over the pipeline's
+                found["gradient"] += len(ranks) * sent_bytes(
+                    "allreduce", 4.0 * tie.elements, len(ranks)) / lay.ranks
         return found
 
     # ---------------------------------------------------------------- rank side
@@ -120,6 +130,7 @@ class Pipeline(Strategy):
         model = self.recipe.build_model()  # seeded alike on every rank: stages start alike
         pieces = pipecut.split_model(model, self.cut)
         self.own = [k for k in range(lay.stages) if lay.stage_rank(k) == self.pipe_rank]
+        self.tied = self._tie_groups(model, lay)
         modules = [pieces[k] for k in self.own]
         del model, pieces
         self.model = nn.ModuleList(modules)
@@ -140,6 +151,20 @@ class Pipeline(Strategy):
         self.busy: list[float] = []
         self.spans: list[float] = []
         self._whole: nn.Module | None = None
+
+    def _tie_groups(self, model: nn.Module, lay: pipecut.Layout) -> list[tuple[Any, Any]]:
+        """(group, this rank's copy) of each tied weight whose stages sit on several ranks of
+        a pipeline: one group per tie and pipeline, made by every rank in the same order."""
+        mine = []
+        for tie in pipecut.ties(self.spec.workload, self.spec.size, self.cut):
+            ranks = sorted({lay.stage_rank(k) for k in tie.stages})
+            if len(ranks) < 2:
+                continue  # one rank holds every copy: autograd sums its gradient already
+            for replica in range(lay.replicas):
+                group = dist.new_group([replica * lay.ranks + r for r in ranks])
+                if replica == self.replica and self.pipe_rank in ranks:
+                    mine.append((group, model.get_parameter(tie.names[0])))
+        return mine
 
     def _time(self, stage: Any, method: str, phase: str) -> None:
         """Time a stage's compute (forward/backward of one microbatch) into the phase clock;
@@ -180,6 +205,9 @@ class Pipeline(Strategy):
             if self.peer_group is not None:
                 with self._kind("gradient"):
                     self._average_gradients()
+            with self._kind("gradient"):
+                for group, weight in self.tied:
+                    dist.all_reduce(weight.grad, group=group)
             loss = (torch.stack([x.detach().float() for x in losses]).mean() if self.last
                     else torch.zeros((), dtype=torch.float32))
             with self._kind("control"):

@@ -37,7 +37,10 @@ UNSUPPORTED = {
                            "convolutions and batch norm is not implemented"},
     "dp-tp": {"resnet50": "resnet50's one FC layer is not worth a tensor-parallel group "
                           "(batch norm's statistics would also differ from ddp's)",
-              "lstm": "dp-tp splits the FC layers after convolutions; for lstm use tensor"},
+              "lstm": "dp-tp splits the FC layers after convolutions; for lstm use tensor",
+              "gpt": "dp-tp splits the FC layers after convolutions; for gpt use fsdp-tp"},
+    "fsdp-tp": {"resnet50": "resnet50 holds 4% of its parameters in its one FC layer: nothing "
+                            "worth a tensor-parallel group; use fsdp"},
 }
 
 
@@ -45,9 +48,11 @@ def tp_plan(workload: str, size: str, batch_sharded: bool) -> tuple[dict[str, st
                                                                      list[volumes.TPLayer]]:
     """Module name -> style ("colwise", "rowwise", "colwise-replicated", "colwise-sharded",
     "embedding"), and the volumes' TPLayers in the same order."""
+    from workloads import get_workload
     from workloads.layers import layer_table
 
     rows = layer_table(workload, size)
+    whole = get_workload(workload).tensor_parallel_replicated
     linear = [r for r in rows if r.kind == "Linear"]
     layers = volumes.plan_tp_layers([(r.in_features or 0, r.out_features or 0, r.positions)
                                      for r in linear], batch_sharded_input=batch_sharded)
@@ -59,7 +64,8 @@ def tp_plan(workload: str, size: str, batch_sharded: bool) -> tuple[dict[str, st
         if layer.output_replicated:
             style += "-replicated"
         styles[row.name] = style
-    embeddings = [r for r in rows if r.kind == "Embedding"] if not batch_sharded else []
+    embeddings = [r for r in rows if r.kind == "Embedding" and r.name not in whole] \
+        if not batch_sharded else []
     # An embedding row per token (input_elements tokens a sample, E = outputs per token),
     # split by vocabulary rows: its output all-reduced, no input gradient.
     extra = [volumes.TPLayer(r.parameters * r.input_elements // r.activation_elements,
@@ -69,6 +75,14 @@ def tp_plan(workload: str, size: str, batch_sharded: bool) -> tuple[dict[str, st
     for r in embeddings:
         styles[r.name] = "embedding"
     return styles, extra + layers
+
+
+def _tied(model: nn.Module) -> list[list[str]]:
+    """Names of each parameter that more than one module holds, first holder first."""
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    return [found for found in names.values() if len(found) > 1]
 
 
 def _parallel_style(style: str) -> Any:
@@ -103,6 +117,8 @@ class _TPBase(Strategy):
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
+        from workloads import get_workload
+
         super().check(spec)
         if not spec.distributed:
             raise UsageError(f"strategy {cls.name} needs a process group: --comm gloo or mpi")
@@ -119,6 +135,9 @@ class _TPBase(Strategy):
                         f"strategy {cls.name} splits {spec.workload} {spec.size}'s layers "
                         f"of {split} features across {tp} ranks, which does not divide them; "
                         "use a tensor-parallel group size that does")
+            refusal = get_workload(spec.workload).tensor_parallel_refusal(spec.size, tp)
+            if refusal:
+                raise UsageError(f"strategy {cls.name}: {refusal}")
 
     @classmethod
     def unsupported(cls, spec: RunSpec) -> str | None:
@@ -145,8 +164,17 @@ class _TPBase(Strategy):
         for name, module in model.named_modules():
             if name.rpartition(".")[0] in parents and hasattr(module, "inplace"):
                 module.inplace = False
-        return parallelize_module(model, mesh, {name: _parallel_style(style)
-                                               for name, style in styles.items()})
+        tied = _tied(model)
+        model = parallelize_module(model, mesh, {name: _parallel_style(style)
+                                                for name, style in styles.items()})
+        # Splitting replaces each module's parameters, so a weight two modules shared (the
+        # tied embedding and output projection, split alike by vocabulary rows) is tied again.
+        for first, *others in tied:
+            shared = model.get_parameter(first)
+            for name in others:
+                owner, _, attribute = name.rpartition(".")
+                setattr(model.get_submodule(owner), attribute, shared)
+        return model
 
     def _build_optimizer(self, model: nn.Module) -> Any:
         kwargs = dict(self.recipe.optimizer_kwargs)
@@ -193,6 +221,10 @@ class Tensor(_TPBase):
     @classmethod
     def replicas(cls, spec: RunSpec) -> int:
         return 1
+
+    @classmethod
+    def loss_ranks(cls, spec: RunSpec) -> list[int]:
+        return [0]
 
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:

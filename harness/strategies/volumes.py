@@ -54,14 +54,15 @@ def zero1(param_bytes: float, world_size: int, *, gradient_ratio: float = 1.0) -
 
 
 def fsdp(param_bytes: float, world_size: int, *, reshard_after_forward: bool = True,
-         backend: str = "") -> Volumes:
+         backend: str = "", root_bytes: float = 0.0) -> Volumes:
     """FSDP2: gradient = reduce-scatter (n-1)/n · P (gloo runs it as an allreduce,
     2(n-1)/n · P: traffic.wire_bytes); parameter = all-gather (n-1)/n · P in the
     forward pass, and again in the backward pass when parameters were freed after the
-    forward (reshard_after_forward=True, FSDP2's default): 2(n-1)/n · P."""
-    gathers = 2 if reshard_after_forward else 1
+    forward (reshard_after_forward=True, FSDP2's default): 2(n-1)/n · P, less the R bytes
+    of the root unit, which FSDP2 keeps gathered for backward (a tied weight's unit)."""
+    again = param_bytes - root_bytes if reshard_after_forward else 0.0
     return by_kind(gradient=wire_bytes("reducescatter", param_bytes, world_size, backend),
-                   parameter=gathers * sent_bytes("allgather", param_bytes, world_size))
+                   parameter=sent_bytes("allgather", param_bytes + again, world_size))
 
 
 def localsgd(param_bytes: float, world_size: int, *, period: int, subgroup: int = 1) -> Volumes:
@@ -359,11 +360,31 @@ def dp_tp(param_bytes: float, world_size: int, *, tp: int, layers: Sequence[TPLa
     return by_kind(gradient=gradient, activation=activation)
 
 
+def fsdp_tp(param_bytes: float, world_size: int, *, tp: int, layers: Sequence[TPLayer],
+            batch_per_rank: int, local_bytes: float | None = None, root_bytes: float = 0.0,
+            reshard_after_forward: bool = True, element_bytes: float = 4,
+            backend: str = "") -> Volumes:
+    """A 2-D mesh of dp = n/tp by tp ranks (TorchTitan's FSDP2 + tensor parallelism): inside
+    each tp group, which shares a batch of batch_per_rank samples, the split layers' activation
+    collectives (tp_layer_bytes); over dp, fsdp() of the L bytes a rank of a tp group holds
+    (its shards of the split layers, the rest whole; P/tp when not given) and R of them in
+    FSDP2's root unit."""
+    if tp < 1 or world_size % tp:
+        raise ValueError(f"fsdp-tp needs tp to divide the world size; got n={world_size}, "
+                         f"tp={tp}")
+    local = param_bytes / tp if local_bytes is None else local_bytes
+    found = fsdp(local, world_size // tp, reshard_after_forward=reshard_after_forward,
+                 backend=backend, root_bytes=root_bytes)
+    found["activation"] = sum(tp_layer_bytes(layer, batch_per_rank, tp, element_bytes, backend)
+                              for layer in layers)
+    return found
+
+
 VOLUMES: dict[str, Callable[..., Volumes]] = {
     "ddp": ddp, "zero1": zero1, "fsdp": fsdp, "localsgd": localsgd, "ps-sync": ps_sync,
     "ps-async": ps_async, "downpour": downpour, "ssp": ssp, "hogwild": hogwild,
     "gossip": gossip, "hybrid": hybrid, "pipeline": pipeline, "tensor": tensor, "dp-tp": dp_tp,
-    "sandblaster": sandblaster,
+    "sandblaster": sandblaster, "fsdp-tp": fsdp_tp,
 }
 
 

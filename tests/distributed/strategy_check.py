@@ -43,7 +43,7 @@ def without_dropout() -> None:
 
     import workloads
 
-    for name in ("alexnet", "hep_cnn", "lstm", "resnet50"):
+    for name in workloads.WORKLOADS.names():
         cls = type(workloads.get_workload(name))
         build = cls.build_model
 
