@@ -1,4 +1,5 @@
-"""step_time (max over ranks, per step) and throughput (global samples per second)."""
+"""step_time (max over ranks, per step), throughput (global samples per second) and, for a
+language model, tokens_per_s (the same rate in tokens)."""
 from __future__ import annotations
 
 import statistics
@@ -77,3 +78,21 @@ def first_step_time(context: CollectContext) -> list[Metric]:
     return [Metric("first_step_time", "s", max(firsts), higher_is_better=False,
                    extra={"warmup_steps": warmed, "warmup_requested": context.spec.warmup,
                           "aggregation": "max over ranks of the first warm-up step"})]
+
+
+@collector("tokens_per_s", stage=1)
+def tokens_per_s(context: CollectContext) -> list[Metric]:
+    """throughput times the tokens a sample holds, for the workloads whose samples are token
+    windows (language models); each step's rate a sample, as for throughput."""
+    from workloads import WORKLOADS, get_workload
+
+    rate = context.get("throughput")
+    if rate is None or rate.value is None or context.spec.workload not in WORKLOADS:
+        return []
+    tokens = get_workload(context.spec.workload).tokens_per_sample(context.spec.size)
+    if not tokens:
+        return []
+    return [Metric("tokens_per_s", "tokens/s", rate.value * tokens, higher_is_better=True,
+                   samples=[s * tokens for s in rate.samples or []] or None,
+                   extra={"tokens_per_sample": tokens,
+                          "aggregation": "throughput x tokens per sample"})]

@@ -17,7 +17,7 @@ THROUGHPUT_AGGREGATION = "global_batch / median step_time"
 # reciprocal of the median of the samples' reciprocals; the plain median of the rates differs
 # from the value wherever the step count is even (it averages the two middle rates, not the
 # two middle times).
-OVER_MEDIAN_STEP = frozenset({"throughput", "achieved_flops", "mfu"})
+OVER_MEDIAN_STEP = frozenset({"throughput", "tokens_per_s", "achieved_flops", "mfu"})
 
 
 def center(name: str, samples: Sequence[float]) -> float:

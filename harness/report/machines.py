@@ -32,6 +32,7 @@ from harness.report.view import RecordView, clean_text, number
 
 # (metric, heading, higher is better, unit when the records do not say)
 MACHINE_METRICS = (("throughput", "throughput", True, "samples/s"),
+                   ("tokens_per_s", "throughput in tokens", True, "tokens/s"),
                    ("throughput_per_core", "throughput per core or device", True, "samples/s"),
                    ("time_to_train", "time to train", False, "s"),
                    ("mfu", "MFU", True, "1"),

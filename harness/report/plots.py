@@ -103,6 +103,11 @@ def throughput_plot(views: list[RecordView]) -> Plot:
                         rotation=30, ha="right", fontsize="small")
         axes.set_title(_label(workload))
         axes.set_ylabel("samples/s")
+        tokens = {round((v.value("tokens_per_s") or 0) / (v.value("throughput") or 1))
+                  for _, v, *_ in bars}
+        if len(tokens) == 1 and (k := tokens.pop()) > 0:  # a language model: tokens/s too
+            axes.secondary_yaxis("right", functions=(lambda x, k=k: x * k, lambda x, k=k: x / k)
+                                 ).set_ylabel("tokens/s")
     for axes in panels[len(groups):]:
         axes.set_axis_off()
     _legend(figure, colours)
@@ -111,7 +116,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
                 f"configuration of {names}, with 95% confidence interval error bars.",
                 "Throughput by backend and precision, per workload (median, error bars: 95% "
                 "CI of the median; where several runs share a configuration, their median "
-                "and range).", _png(figure))
+                "and range; a language model's also in tokens/s, right axis).", _png(figure))
 
 
 def scaling_plot(views: list[RecordView]) -> Plot:

@@ -20,7 +20,8 @@ from harness.report.strategies import strategies_section
 from harness.report.units import column_scale, format_number, with_ci
 from harness.report.view import RecordView, clean_text, group, number
 
-METRIC_COLUMNS = {"throughput": "throughput", "step_time": "step time",
+METRIC_COLUMNS = {"throughput": "throughput", "tokens_per_s": "tokens/s",
+                  "step_time": "step time",
                   "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
                   "time_to_train": "time to train", "quality": "quality",
                   "scaling_efficiency": "scaling eff.", "peak_flops": "peak",
