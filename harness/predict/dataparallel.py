@@ -143,6 +143,38 @@ def _units(ctx: Context) -> list[float]:
     return list(sizes.values())
 
 
+def fsdp_exchange(ctx: Context, forward: float, backward: float, units: list[float],
+                  ranks: int) -> tuple[float, float, dict[str, float]]:
+    """(forward phase, backward phase, seconds by collective) of FSDP2 over `ranks` with
+    `units` bytes per unit: prefetching hides all but the first unit's gather and the last
+    reduce-scatter (fsdp's rule, which fsdp-tp shares over its dp dimension)."""
+    units = units or [0.0]
+    gather = [ctx.network.time("allgather", size, ranks) for size in units]
+    scatter = [ctx.network.time("reducescatter", size, ranks) for size in units]
+    reshard = bool(ctx.options.get("reshard_after_forward", True))
+    hidden = (sum(gather[:-1]) if reshard else 0.0) + sum(scatter[1:])
+    if bool(ctx.options.get("overlap", True)):
+        step_forward = gather[0] + max(forward, sum(gather[1:]))
+        step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
+    else:
+        step_forward = forward + sum(gather)
+        step_backward = backward + (gather[-1] if reshard else 0.0) + hidden + scatter[0]
+    return step_forward, step_backward, {
+        "allgather (parameter)": sum(gather) * (2 if reshard else 1),
+        "reducescatter (gradient)": sum(scatter)}
+
+
+def root_bytes(ctx: Context) -> float:
+    """Bytes of FSDP2's root unit (a tied weight's), gathered once a step; 0 for a model
+    read for its facts only (a torchvision model)."""
+    from harness.strategies.fsdp import root_parameters
+    from workloads import WORKLOADS
+
+    workload = ctx.facts.workload
+    return PARAM_BYTES * root_parameters(workload, ctx.facts.size) \
+        if workload in WORKLOADS else 0.0
+
+
 def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     """FSDP2 with one unit per block. forward = AG(first unit) + max(T_f, AG(other units));
     backward = [AG(last unit)] + max(T_b, [AG(other units)] + RS(all but the first unit))
@@ -154,22 +186,13 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     run it is not priced, and a note says so."""
     samples = ctx.rank_batch(nodes)
     total, forward, backward = _phases(ctx, samples, nodes)
-    units = _units(ctx) or [0.0]
-    gather = [ctx.network.time("allgather", size, nodes) for size in units]
-    scatter = [ctx.network.time("reducescatter", size, nodes) for size in units]
     reshard = bool(ctx.options.get("reshard_after_forward", True))
-    hidden = (sum(gather[:-1]) if reshard else 0.0) + sum(scatter[1:])
-    if bool(ctx.options.get("overlap", True)):
-        step_forward = gather[0] + max(forward, sum(gather[1:]))
-        step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
-    else:
-        step_forward = forward + sum(gather)
-        step_backward = backward + (gather[-1] if reshard else 0.0) + hidden + scatter[0]
-    comm = {"allgather (parameter)": sum(gather) * (2 if reshard else 1),
-            "reducescatter (gradient)": sum(scatter)}
+    step_forward, step_backward, comm = fsdp_exchange(ctx, forward, backward, _units(ctx),
+                                                      nodes)
     return ctx.with_overhead("fsdp", StepEstimate(
         step_forward + step_backward, samples * nodes, total, comm,
-        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard)),
+        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard,
+                     root_bytes=root_bytes(ctx))),
         missing=UNPRICED_FSDP)
 
 

@@ -21,6 +21,7 @@ MODELS: dict[str, Model] = {
     "hogwild": dataparallel.hogwild, "gossip": dataparallel.gossip, "hybrid": servers.hybrid,
     "pipeline": modelparallel.pipeline, "tensor": modelparallel.tensor,
     "dp-tp": modelparallel.dp_tp, "sandblaster": servers.sandblaster,
+    "fsdp-tp": modelparallel.fsdp_tp,
 }
 
 

@@ -11,6 +11,8 @@ from harness.strategies import volumes
 from harness.strategies.pipecut import SCHEDULES
 from workloads.layers import balance_stages, block_table
 
+SPLIT_KINDS = ("CausalAttention",)  # layers without weights whose work splits by heads
+
 
 def pipeline(ctx: Context, nodes: int) -> StepEstimate:
     """p = n ranks, M microbatches, v chunks per rank (interleaved-1f1b; 1 otherwise), pv
@@ -55,9 +57,17 @@ def pipeline(ctx: Context, nodes: int) -> StepEstimate:
 
 
 def _split_layers(ctx: Context, batch_sharded_input: bool) -> list[volumes.TPLayer]:
+    """The layers a run splits (tensor.tp_plan: a dtbench workload's plan, its vocabulary
+    embedding included); for a model read for its facts only, its chain of FC layers."""
+    from workloads import WORKLOADS
+
     linear = ctx.facts.linear_layers
     if not linear:
         raise NotModelled(f"{ctx.facts.workload} has no fully connected layer to split")
+    if ctx.facts.workload in WORKLOADS:
+        from harness.strategies.tensor import tp_plan
+
+        return tp_plan(ctx.facts.workload, ctx.facts.size, batch_sharded_input)[1]
     return volumes.plan_tp_layers([(layer.in_features or 0, layer.out_features or 0,
                                     layer.positions) for layer in linear],
                                   batch_sharded_input=batch_sharded_input)
@@ -70,8 +80,11 @@ def _tp_comm(ctx: Context, layers: list[volumes.TPLayer], batch: float, tp: int)
 
 
 def _fc_share(ctx: Context) -> float:
+    """The FLOP share the tp ranks divide: the FC layers' and, in a transformer, attention's
+    (each rank computes its own heads)."""
     total = ctx.facts.flops_per_sample or 1
-    return sum(layer.flops for layer in ctx.facts.linear_layers) / total
+    return sum(layer.flops for layer in ctx.facts.layers
+               if layer.in_features is not None or layer.kind in SPLIT_KINDS) / total
 
 
 def tensor(ctx: Context, nodes: int) -> StepEstimate:
@@ -110,3 +123,45 @@ def dp_tp(ctx: Context, nodes: int) -> StepEstimate:
                         volumes.dp_tp(ctx.facts.param_bytes, nodes, tp=tp, layers=layers,
                                       batch_per_rank=int(round(samples)),
                                       element_bytes=ctx.element_bytes))
+
+
+def fsdp_tp(ctx: Context, nodes: int) -> StepEstimate:
+    """A dp × tp mesh (TorchTitan's FSDP2 + tensor parallelism): each tp group computes its
+    batch b with the split layers' work divided by tp (= T(b)·(1 - f + f/tp)); inside the
+    group the split layers' collectives, not overlapped; over dp, fsdp's exchange of the
+    bytes a rank holds (its shards of the split layers, the rest whole), overlapped as
+    fsdp's (dataparallel.fsdp_exchange)."""
+    from harness.predict.dataparallel import _units, fsdp_exchange
+    from harness.strategies.fsdp_tp import local_parameters
+    from workloads import WORKLOADS
+
+    tp = int(ctx.option("tp"))
+    if tp < 1 or nodes % tp:
+        raise NotModelled(f"tp={tp} does not divide {nodes} ranks")
+    dp = nodes // tp
+    layers = _split_layers(ctx, batch_sharded_input=False)
+    samples = ctx.rank_batch(dp)
+    whole = ctx.compute_time(samples, nodes)
+    share = _fc_share(ctx)
+    compute = whole * (1 - share) + whole * share / tp
+    if ctx.facts.workload in WORKLOADS:
+        local, root = (PARAM_BYTES * n for n in local_parameters(ctx.facts.workload,
+                                                                   ctx.facts.size, tp))
+    else:
+        split = sum(layer.parameters for layer in layers) * PARAM_BYTES
+        local, root = ctx.facts.param_bytes - split * (1 - 1 / tp), 0.0
+    forward = compute * ctx.facts.forward_fraction
+    scale = local / ctx.facts.param_bytes if ctx.facts.param_bytes else 0.0
+    step_forward, step_backward, comm = fsdp_exchange(
+        ctx, forward, compute - forward, [size * scale for size in _units(ctx)], dp)
+    comm["tensor-parallel (activation)"] = _tp_comm(ctx, layers, samples, tp)
+    return StepEstimate(step_forward + step_backward + comm["tensor-parallel (activation)"],
+                        samples * dp, compute, comm,
+                        volumes.fsdp_tp(ctx.facts.param_bytes, nodes, tp=tp, layers=layers,
+                                        batch_per_rank=int(round(samples)), local_bytes=local,
+                                        root_bytes=root,
+                                        reshard_after_forward=bool(
+                                            ctx.options.get("reshard_after_forward", True)),
+                                        element_bytes=ctx.element_bytes),
+                        ("FSDP2's per-unit work is not priced: fsdp-tp has no single-rank "
+                         "run to measure it",))

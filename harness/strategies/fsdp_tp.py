@@ -67,7 +67,6 @@ class FSDPTP(_TPBase):
     engine = ("2-D DeviceMesh (dp x tp): torch.distributed.fsdp.fully_shard over dp + "
               "torch.distributed.tensor.parallel over tp")
     options: ClassVar[tuple[Option, ...]] = (TP, RESHARD)
-    own_work = "FSDP2's per-unit copies and DTensor's dispatch in the split layers"
 
     @classmethod
     def tp_size(cls, spec: RunSpec) -> int:

@@ -114,7 +114,7 @@ def test_strategies_that_cannot_run_say_why() -> None:
     assert point.estimate is None and "divide" in point.reason
     assert set(MODELS) == {"ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async",
                            "downpour", "ssp", "hogwild", "gossip", "hybrid", "pipeline",
-                           "tensor", "dp-tp", "sandblaster"}
+                           "tensor", "dp-tp", "sandblaster", "fsdp-tp"}
     (point,) = predict(ctx("sandblaster"), "sandblaster", [2])
     assert point.estimate is None and "coordinator" in point.reason
 
@@ -250,3 +250,14 @@ def test_priority_overlaps_the_pull_with_the_forward_pass() -> None:
     assert step("ps-sync", 2) == pytest.approx(T + 2 * fetch)
     assert step("ps-sync", 2, priority="1") == pytest.approx(pulled + T_B + fetch)
     assert step("ps-async", 2, priority="1") < step("ps-async", 2)
+
+
+def test_fsdp_tp_is_fsdp_at_tp_1_and_tensor_at_dp_1() -> None:
+    """Its two dimensions priced as the strategies it composes: at tp=1 fsdp's overlapped
+    exchange (of every parameter), at dp=1 tensor's split compute and collectives."""
+    assert step("fsdp-tp", 4, tp="1") == pytest.approx(step("fsdp", 4))
+    assert step("fsdp-tp", 2, tp="2") == pytest.approx(step("tensor", 2))
+    (point,) = predict(ctx("fsdp-tp", tp="2"), "fsdp-tp", [4])
+    assert point.estimate is not None and point.estimate.samples_per_step == 20  # dp=2 x 10
+    assert set(point.estimate.comm) == {"allgather (parameter)", "reducescatter (gradient)",
+                                        "tensor-parallel (activation)"}
