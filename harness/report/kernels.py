@@ -12,7 +12,8 @@ from harness.report.view import RecordView, clean_text
 
 CONV_ALGORITHMS = ("direct", "im2col", "fft", "winograd", "nnpack")
 FAMILY_TITLES = {"memory": "memory bandwidth (copy, triad)", "gemm": "GEMM",
-                 "conv": "convolution", "lstm": "LSTM cell"}
+                 "conv": "convolution", "lstm": "LSTM cell",
+                 "attention": "causal attention (SDPA backends)"}
 SWEEP_GROUP = "sweep"
 
 

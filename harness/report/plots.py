@@ -352,7 +352,7 @@ def busbw_plot(views: list[RecordView]) -> Plot:
                 "(nccl-tests definitions).", _png(figure))
 
 
-KERNEL_MARKERS = {"conv": "o", "gemm": "s", "lstm": "^", "memory": "D"}
+KERNEL_MARKERS = {"conv": "o", "gemm": "s", "lstm": "^", "attention": "v", "memory": "D"}
 ROOF_STYLES = ("-", "--", ":", "-.")
 
 

@@ -30,7 +30,8 @@ from harness.microbench.kernels.sets import KernelSet
 from harness.records.record import Metric, build_record
 
 REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
-              "lstm": "torch.lstm_cell, fp32"}
+              "lstm": "torch.lstm_cell, fp32",
+              "attention": "scaled_dot_product_attention's math backend, fp32"}
 IDENTITY = ("family", "kernel", "shape", "pass", "algorithm", "precision", "backend", "threads")
 
 

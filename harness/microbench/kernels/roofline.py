@@ -11,7 +11,14 @@ torch.utils.flop_counter leaves it out.
 """
 from __future__ import annotations
 
-from harness.microbench.kernels.shapes import ConvShape, GemmShape, LstmShape, MemoryShape, Shape
+from harness.microbench.kernels.shapes import (
+    AttentionShape,
+    ConvShape,
+    GemmShape,
+    LstmShape,
+    MemoryShape,
+    Shape,
+)
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 MEMORY_KERNELS = ("copy", "triad")
@@ -65,6 +72,22 @@ def lstm_bytes(shape: LstmShape, pass_: str, element: int) -> int:
     return (reads + writes) * element
 
 
+def attention_flops(shape: AttentionShape, pass_: str) -> int:
+    """Forward: QK^T and the weights times V, 2 · 2·B·H·T²·d over the full T x T scores (as
+    torch.utils.flop_counter and PaLM's formula count them, for every backend: a causal kernel
+    that skips the masked half shows a higher effective rate). Backward: twice that."""
+    forward = 4 * shape.batch * shape.heads * shape.positions ** 2 * shape.head_dim
+    return forward if pass_ == "fwd" else 2 * forward
+
+
+def attention_bytes(shape: AttentionShape, pass_: str, element: int) -> int:
+    """Forward reads q, k, v and writes the output; backward reads q, k, v, the output and
+    its gradient and writes the gradients of q, k and v (the scores never leave a fused
+    kernel; the math backend's own traffic of them is its extra)."""
+    tensor = shape.batch * shape.heads * shape.positions * shape.head_dim
+    return (4 if pass_ == "fwd" else 8) * tensor * element
+
+
 def memory_flops(shape: MemoryShape, kernel: str, element: int) -> int:
     """copy: none; triad a = b + s * c: 2 per element (a multiply and an add, as STREAM)."""
     return 0 if kernel == "copy" else 2 * (shape.array_bytes // element)
@@ -82,6 +105,8 @@ def kernel_flops(shape: Shape, pass_: str, algorithm: str, precision: str) -> in
         return gemm_flops(shape)
     if isinstance(shape, LstmShape):
         return lstm_flops(shape, pass_)
+    if isinstance(shape, AttentionShape):
+        return attention_flops(shape, pass_)
     return memory_flops(shape, algorithm, element_bytes(precision))
 
 
@@ -93,6 +118,8 @@ def kernel_bytes(shape: Shape, pass_: str, algorithm: str, precision: str) -> in
         return gemm_bytes(shape, element)
     if isinstance(shape, LstmShape):
         return lstm_bytes(shape, pass_, element)
+    if isinstance(shape, AttentionShape):
+        return attention_bytes(shape, pass_, element)
     return memory_bytes(shape, algorithm)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-import harness.microbench.kernels.conv  # noqa: F401  (registers the families)
+import harness.microbench.kernels.attention  # noqa: F401  (registers the families)
+import harness.microbench.kernels.conv  # noqa: F401
 import harness.microbench.kernels.gemm  # noqa: F401
 import harness.microbench.kernels.lstm  # noqa: F401
 import harness.microbench.kernels.memory  # noqa: F401

@@ -1,8 +1,10 @@
 """The named kernel sets of `dtbench kernels --set NAME`, and how long each kernel is timed.
 
 - tiny: a handful of small shapes, seconds in all (the tests run it);
-- workloads: every distinct convolution (three passes), GEMM and LSTM cell of the four
-  workloads at their `full` size and default CPU batch;
+- workloads: every distinct convolution (three passes), GEMM, LSTM cell and attention of the
+  five workloads at their `full` size and default CPU batch;
+- attention: causal attention by every SDPA backend at gpt's shapes (small, full) and at
+  longer sequences;
 - deepbench: the DeepBench subset of `deepbench.py`;
 - sweep: one input at kernel sizes 3, 5, 7, 9, 11 (the FFT claim of Vasilache et al. 2015);
 - full: all of the above, each shape once.
@@ -17,6 +19,7 @@ from harness.core.errors import UsageError
 from harness.microbench.kernels import deepbench
 from harness.microbench.kernels.shapes import (
     CONV_PASSES,
+    AttentionShape,
     ConvShape,
     GemmShape,
     KernelCase,
@@ -26,6 +29,10 @@ from harness.microbench.kernels.shapes import (
 from harness.microbench.kernels.workload_shapes import workload_kernels
 
 LSTM_PASSES = ("fwd", "bwd")
+ATTENTION_PASSES = ("fwd", "bwd")
+# Beyond gpt's own: GPT-2's heads at 2,048 and 4,096 tokens, and 128-wide heads (Llama's).
+LONG_ATTENTION = (AttentionShape(4, 12, 2048, 64), AttentionShape(1, 12, 4096, 64),
+                  AttentionShape(1, 32, 4096, 128))
 SWEEP_KERNEL_SIZES = (3, 5, 7, 9, 11)
 # The sweep's fixed input: batch 16 (NNPACK's minimum), 32 -> 32 channels, 64 x 64 pixels.
 SWEEP_INPUT = (16, 32, 64, 64, 32)
@@ -74,6 +81,10 @@ def _lstm(shape: LstmShape, sources: list[str], group: str) -> KernelCase:
     return KernelCase("lstm", shape, LSTM_PASSES, tuple(sources), group)
 
 
+def _attention(shape: AttentionShape, sources: list[str], group: str) -> KernelCase:
+    return KernelCase("attention", shape, ATTENTION_PASSES, tuple(sources), group)
+
+
 def tiny_cases() -> list[KernelCase]:
     group = "tiny"
     return [
@@ -84,6 +95,7 @@ def tiny_cases() -> list[KernelCase]:
         _gemm(GemmShape(32, 64, 16, True, False), ["tiny TN"], group),
         _gemm(GemmShape(48, 40, 24, False, True), ["tiny NT"], group),
         _lstm(LstmShape(4, 8, 16), ["tiny cell"], group),
+        _attention(AttentionShape(2, 2, 16, 8), ["tiny causal attention"], group),
     ]
 
 
@@ -92,7 +104,20 @@ def workload_cases() -> list[KernelCase]:
     group = "workloads"
     return ([_conv(shape, sources, group) for shape, sources in found.convs.items()]
             + [_gemm(shape, sources, group) for shape, sources in found.gemms.items()]
-            + [_lstm(shape, sources, group) for shape, sources in found.lstm_cells.items()])
+            + [_lstm(shape, sources, group) for shape, sources in found.lstm_cells.items()]
+            + [_attention(shape, sources, group)
+               for shape, sources in found.attentions.items()])
+
+
+def attention_cases() -> list[KernelCase]:
+    group = "attention"
+    found: dict[AttentionShape, list[str]] = {}
+    for size in ("small", "full"):
+        for shape, sources in workload_kernels(("gpt",), size).attentions.items():
+            found.setdefault(shape, []).extend(f"{source} ({size})" for source in sources)
+    for shape in LONG_ATTENTION:
+        found.setdefault(shape, []).append(f"causal attention at {shape.positions} tokens")
+    return [_attention(shape, sources, group) for shape, sources in found.items()]
 
 
 def deepbench_cases() -> list[KernelCase]:
@@ -112,10 +137,10 @@ def sweep_cases() -> list[KernelCase]:
 
 
 def full_cases() -> list[KernelCase]:
-    """Every shape of workloads, deepbench and sweep once; a shape in several keeps the first
-    group and gathers the sources of all."""
+    """Every shape of workloads, attention, deepbench and sweep once; a shape in several keeps
+    the first group and gathers the sources of all."""
     merged: dict[tuple[str, object], KernelCase] = {}
-    for case in workload_cases() + deepbench_cases() + sweep_cases():
+    for case in workload_cases() + attention_cases() + deepbench_cases() + sweep_cases():
         key = (case.family, case.shape)
         if key in merged:
             first = merged[key]
@@ -130,13 +155,15 @@ SETS = {
     "tiny": KernelSet("tiny", "a few small shapes (seconds; for tests)", tiny_cases,
                       array_bytes=2**20, peak_gemm_sizes=(128,), peak_copy_bytes=2**20,
                       timing=Timing(warmup=1, min_reps=3, max_reps=10, budget_s=0.01)),
-    "workloads": KernelSet("workloads", "convolutions, GEMMs and LSTM cells of the four "
-                           "workloads at full size", workload_cases),
+    "workloads": KernelSet("workloads", "convolutions, GEMMs, LSTM cells and attentions of "
+                           "the five workloads at full size", workload_cases),
+    "attention": KernelSet("attention", "causal attention by every SDPA backend: gpt's "
+                           "shapes and longer sequences", attention_cases),
     "deepbench": KernelSet("deepbench", "a DeepBench training subset: 15 GEMM, 8 convolution, "
                            "3 LSTM shapes", deepbench_cases),
     "sweep": KernelSet("sweep", "kernel sizes 3-11 at one input (FFT against the others)",
                        sweep_cases),
-    "full": KernelSet("full", "workloads, deepbench and sweep", full_cases),
+    "full": KernelSet("full", "workloads, attention, deepbench and sweep", full_cases),
 }
 DEFAULT_SET = "workloads"
 

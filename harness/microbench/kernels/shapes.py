@@ -82,6 +82,20 @@ class LstmShape(_Fields):
 
 
 @dataclass(frozen=True)
+class AttentionShape(_Fields):
+    """Causal softmax attention of `heads` heads over `positions` tokens of `head_dim` each,
+    for `batch` sequences (scaled_dot_product_attention's q, k and v)."""
+
+    batch: int
+    heads: int
+    positions: int
+    head_dim: int
+
+    def label(self) -> str:
+        return f"b{self.batch} h{self.heads} T{self.positions} d{self.head_dim} causal"
+
+
+@dataclass(frozen=True)
 class MemoryShape(_Fields):
     """A streaming kernel over arrays of `array_bytes` each (STREAM's copy and triad)."""
 
@@ -91,7 +105,7 @@ class MemoryShape(_Fields):
         return f"{size_label(self.array_bytes)} per array"
 
 
-Shape = ConvShape | GemmShape | LstmShape | MemoryShape
+Shape = ConvShape | GemmShape | LstmShape | AttentionShape | MemoryShape
 
 
 @dataclass(frozen=True)

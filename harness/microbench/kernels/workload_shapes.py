@@ -1,8 +1,10 @@
-"""The convolutions, GEMMs and LSTM cells inside the four workloads, read off the models.
+"""The convolutions, GEMMs, LSTM cells and attentions inside the workloads, read off the
+models.
 
 Each model is built on the meta device (no memory, no arithmetic) and run forward once on a
-batch of its preset's default CPU batch size; hooks on every Conv2d, Linear and LSTM record the
-shapes they see. So the list follows the models' code rather than a copy of it.
+batch of its preset's default CPU batch size; hooks on every Conv2d, Linear, LSTM and attention
+layer (one with a `head_dim`, as gpt's) record the shapes they see. So the list follows the
+models' code rather than a copy of it.
 """
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.microbench.kernels.shapes import ConvShape, GemmShape, LstmShape
+from harness.microbench.kernels.shapes import AttentionShape, ConvShape, GemmShape, LstmShape
 
-WORKLOAD_NAMES = ("alexnet", "resnet50", "hep_cnn", "lstm")
+WORKLOAD_NAMES = ("alexnet", "resnet50", "hep_cnn", "lstm", "gpt")
 
 
 @dataclass
@@ -25,6 +27,7 @@ class WorkloadKernels:
     convs: dict[ConvShape, list[str]] = field(default_factory=dict)
     gemms: dict[GemmShape, list[str]] = field(default_factory=dict)
     lstm_cells: dict[LstmShape, list[str]] = field(default_factory=dict)
+    attentions: dict[AttentionShape, list[str]] = field(default_factory=dict)
 
     def add(self, table: dict[Any, list[str]], shape: Any, source: str) -> None:
         table.setdefault(shape, []).append(source)
@@ -58,6 +61,11 @@ def _record(found: WorkloadKernels, source: str, module: nn.Module,
         rows = int(torch.Size(shape[:-1]).numel())
         for pass_, gemm in linear_gemms(rows, module.in_features, module.out_features):
             found.add(found.gemms, gemm, f"{source} {pass_}")
+    elif _attention(module):
+        batch, positions, width = shape  # q, k and v of every head side by side
+        heads = width // (3 * module.head_dim)
+        found.add(found.attentions, AttentionShape(batch, heads, positions, module.head_dim),
+                  source)
     elif isinstance(module, nn.LSTM):
         batch, steps = (shape[0], shape[1]) if module.batch_first else (shape[1], shape[0])
         for layer in range(module.num_layers):
@@ -71,10 +79,14 @@ def _record(found: WorkloadKernels, source: str, module: nn.Module,
                 found.add(found.gemms, gemm, f"{where} recurrent {pass_}")
 
 
+def _attention(module: nn.Module) -> bool:
+    return getattr(module, "counted_layer", False) and hasattr(module, "head_dim")
+
+
 @cache
 def workload_kernels(names: tuple[str, ...] = WORKLOAD_NAMES, size: str = "full"
                      ) -> WorkloadKernels:
-    """Every distinct convolution, GEMM and LSTM cell shape of the workloads at `size`
+    """Every distinct convolution, GEMM, LSTM cell and attention shape of the workloads at `size`
     (computed once per process; treat the result as read-only)."""
     from workloads import get_workload
 
@@ -89,7 +101,7 @@ def workload_kernels(names: tuple[str, ...] = WORKLOAD_NAMES, size: str = "full"
             lambda mod, args, out, where=f"{workload_name} {name}":
             _record(found, where, mod, args))
             for name, module in model.named_modules()
-            if isinstance(module, (nn.Conv2d, nn.Linear, nn.LSTM))]
+            if isinstance(module, (nn.Conv2d, nn.Linear, nn.LSTM)) or _attention(module)]
         try:
             with torch.no_grad():
                 model(inputs)

@@ -51,6 +51,16 @@ def test_lstm_cell_flops_and_bytes_by_hand() -> None:
     assert roofline.lstm_bytes(shape, "bwd", 4) == 348 * 4
 
 
+def test_causal_attention_flops_and_bytes_by_hand() -> None:
+    from harness.microbench.kernels.shapes import AttentionShape
+
+    shape = AttentionShape(2, 3, 16, 8)  # 2 sequences, 3 heads, 16 tokens, 8 per head
+    assert roofline.attention_flops(shape, "fwd") == 2 * 2 * 2 * 3 * 16 * 16 * 8
+    assert roofline.attention_flops(shape, "bwd") == 2 * roofline.attention_flops(shape, "fwd")
+    assert roofline.attention_bytes(shape, "fwd", 2) == 4 * 2 * 3 * 16 * 8 * 2
+    assert roofline.attention_bytes(shape, "bwd", 4) == 8 * 2 * 3 * 16 * 8 * 4
+
+
 def test_stream_kernels_by_hand() -> None:
     shape = MemoryShape(4096)
     assert roofline.memory_flops(shape, "copy", 4) == 0

@@ -22,7 +22,8 @@ FINGERPRINT = {"harness": {"version": "test"}, "machine": {"cpu_model": "test"},
 def records() -> list[dict]:
     tiny = get_set("tiny")
     small = dataclasses.replace(
-        tiny, build=lambda: [c for c in tiny.build() if c.family in ("conv", "lstm")][1:])
+        tiny, build=lambda: [c for c in tiny.build()
+                             if c.family in ("conv", "lstm", "attention")][1:])
     saved = torch.get_num_threads()
     steps = []
     try:
@@ -61,6 +62,22 @@ def test_not_applicable_algorithms_are_skipped_with_the_reason(records: list[dic
     assert "stride 1" in skipped[("16x4x11x11 k6 3x3 s2 p1", "bwd_data", "fft")]
     assert all(r["status"] != "failed" for r in records)
     assert all(not r["metrics"] for r in records if r["status"] == "skipped")
+
+
+def test_attention_runs_each_sdpa_backend_this_device_has(records: list[dict]) -> None:
+    """On the CPU SDPA has math and flash attention; memory-efficient and cuDNN attention
+    are skipped with SDPA's own reason. What runs matches the fp32 math reference."""
+    found = {(r["spec"]["pass"], r["spec"]["algorithm"]): r for r in records
+             if r["spec"]["family"] == "attention"}
+    assert len(found) == 2 * 4
+    for pass_ in ("fwd", "bwd"):
+        for algorithm in ("math", "flash_attention"):
+            ran = found[(pass_, algorithm)]
+            assert ran["status"] == "success", ran["error"]
+            assert metric(ran, "max_rel_error")["value"] < 1e-5
+        for algorithm in ("efficient_attention", "cudnn_attention"):
+            skipped = found[(pass_, algorithm)]
+            assert skipped["status"] == "skipped" and "does not run here" in skipped["error"]
 
 
 def test_metrics_follow_from_the_samples_and_the_formulas(records: list[dict]) -> None:

@@ -8,7 +8,7 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.microbench.kernels import deepbench
 from harness.microbench.kernels.sets import SETS, SWEEP_KERNEL_SIZES, get_set
-from harness.microbench.kernels.shapes import ConvShape, GemmShape, LstmShape
+from harness.microbench.kernels.shapes import AttentionShape, ConvShape, GemmShape, LstmShape
 from harness.microbench.kernels.workload_shapes import (
     WorkloadKernels,
     linear_gemms,
@@ -55,6 +55,20 @@ def test_linear_layers_give_three_gemms_each(found: WorkloadKernels) -> None:
     assert list(found.lstm_cells) == [LstmShape(20, 650, 650)]
 
 
+def test_gpt_brings_its_gemms_and_its_attention(found: WorkloadKernels) -> None:
+    """GPT-2 small at the default CPU batch (4 x 1,024 tokens): the q/k/v projection, the
+    MLP and the tied vocabulary head as GEMMs, one attention shape of 12 heads of 64."""
+    rows = 4 * 1024
+    for fan_in, fan_out in ((768, 2304), (768, 768), (768, 3072), (3072, 768), (768, 50257)):
+        assert GemmShape(rows, fan_out, fan_in, False, True) in found.gemms
+    assert found.attentions == {AttentionShape(4, 12, 1024, 64): [
+        f"gpt blocks.{i}.attn.attention" for i in range(12)]}
+    attention = get_set("attention").cases()
+    assert {c.family for c in attention} == {"memory", "attention"}
+    assert {c.shape for c in attention if c.family == "attention"} >= {
+        AttentionShape(4, 12, 1024, 64), AttentionShape(8, 6, 256, 64)}
+
+
 def test_deepbench_tuples_become_shapes() -> None:
     convs = deepbench.conv_shapes()
     assert len(convs) == len(deepbench.CONV) == 8
@@ -72,12 +86,12 @@ def test_sets_start_with_the_bandwidth_kernels_and_full_has_each_shape_once() ->
     full = get_set("full").cases()
     keys = [(c.family, c.shape) for c in full]
     assert len(keys) == len(set(keys))
-    parts = {(c.family, c.shape) for name in ("workloads", "deepbench", "sweep")
+    parts = {(c.family, c.shape) for name in ("workloads", "attention", "deepbench", "sweep")
              for c in get_set(name).cases()}
     assert set(keys) == parts
 
 
 def test_unknown_set_names_the_sets() -> None:
     with pytest.raises(UsageError, match="unknown kernel set 'huge'; choose from: tiny, "
-                                         "workloads, deepbench, sweep, full"):
+                                         "workloads, attention, deepbench, sweep, full"):
         get_set("huge")
