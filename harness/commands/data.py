@@ -59,12 +59,13 @@ def command(args: argparse.Namespace) -> int:
             raise UsageError(f"--format {args.format}: {workload.name} reads "
                              f"{'tokens' if tokens else 'images or arrays'}")
         started = time.perf_counter()
+        text = workload.token_ids(args.size) if tokens else None
         made = make_dataset(args.format, args.output, samples=args.samples, shape=shape,
-                            num_classes=classes, seed=args.seed)
+                            num_classes=classes, seed=args.seed, text_ids=text)
         size, count = float(made["bytes"]), int(made["samples"])  # type: ignore[arg-type]
         print(f"{args.output}: {count} {workload.name}/{args.size} samples as {made['format']}, "
               f"{size / 1e6:.1f} MB ({size / count / 1e3:.1f} kB a sample), {made['classes']} "
-              f"classes, {time.perf_counter() - started:.1f} s")
+              f"classes, {made['content']}, {time.perf_counter() - started:.1f} s")
         return EXIT_OK
     return bench(args, workload)
 

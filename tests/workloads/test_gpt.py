@@ -118,3 +118,19 @@ def test_the_tokenizer_is_trained_here_once_and_reused(cache_dir: Path, offline:
     monkeypatch.setattr(text, "train_tokenizer", retrain)
     again = text.load_tokenizer(512)
     assert again.encode(sentence).ids == trained.encode(sentence).ids
+
+
+def test_data_make_writes_the_text_as_token_files(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from workloads.files import check_dataset
+
+    out = tmp_path / "tokens"
+    assert main(["data", "make", "-w", "gpt", "--size", "tiny", "--format", "tokens",
+                 "--samples", "10", "-o", str(out)]) == 0
+    assert "text (" in capsys.readouterr().out
+    ids = np.fromfile(out / "tokens.bin", dtype="<i4")
+    assert len(ids) == 10 * 32 + 1
+    assert bytes(ids.astype(np.uint8)) == text.corpus(None)[1].encode()[:321]
+    assert check_dataset(get_workload("gpt"), "tiny", str(out)) == "tokens"

@@ -3,7 +3,8 @@ downloaded here. Images are real JPEG encodings of textured pictures a little la
 workload's crop (ImageNet's are resized to 256 for a 224 crop; quality 90 gives file sizes
 like photographs of that size), so that reading, decoding and augmenting cost what they cost
 with real photographs. HEP CNN arrays go to chunked HDF5 (one chunk a sample), token ids to
-an int32 file. Everything is written beside the target and moved into place when complete.
+an int32 file: a workload's own text where it has one (gpt's tokenized built-in text), else
+random ids. Everything is written beside the target and moved into place when complete.
 """
 from __future__ import annotations
 
@@ -48,9 +49,11 @@ def _jpeg(picture: np.ndarray) -> bytes:
 
 
 def make_dataset(fmt: str, out: str, *, samples: int, shape: tuple[int, ...],
-                 num_classes: int, seed: int = 0) -> dict[str, object]:
+                 num_classes: int, seed: int = 0,
+                 text_ids: np.ndarray | None = None) -> dict[str, object]:
     """Write `samples` samples of `shape` in `fmt` to `out` (which must not exist); returns
-    what was written (format, samples, bytes, classes)."""
+    what was written (format, samples, bytes, classes). Tokens are `text_ids` (a real text's,
+    repeated from its start where more are asked for) where given, else random ids."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt}: choose from {', '.join(FORMATS)}")
     if samples < 1:
@@ -89,13 +92,16 @@ def make_dataset(fmt: str, out: str, *, samples: int, shape: tuple[int, ...],
                     data[index] = rng.normal(0.1 * label, 1.0, shape).astype(np.float32)
                 handle.create_dataset(HDF5_KEYS[1], data=np.asarray(labels, dtype="i8"))
         else:
-            window = shape[0]
-            ids = rng.zipf(1.3, samples * window + 1) % num_classes
+            count = samples * shape[0] + 1
+            ids = (rng.zipf(1.3, count) % num_classes if text_ids is None
+                   else np.resize(text_ids, count))
             ids.astype("<i4").tofile(staging / TOKENS_FILE)
             classes = num_classes
         size = sum(p.stat().st_size for p in staging.rglob("*") if p.is_file())
         summary = {"format": fmt, "samples": samples, "bytes": size, "classes": classes,
-                   "sample_shape": list(shape), "seed": seed}
+                   "sample_shape": list(shape), "seed": seed,
+                   "content": "generated" if text_ids is None or fmt != "tokens" else
+                   f"text ({len(text_ids):,} token ids, repeated to fill)"}
         (staging / "dtbench-dataset.json").write_text(json.dumps(summary, indent=1) + "\n")
         staging.rename(target)
     except BaseException:

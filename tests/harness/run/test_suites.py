@@ -31,8 +31,15 @@ def test_quick_runs_each_workload_once_at_small_size() -> None:
 
 def test_standard_asks_for_every_precision_of_the_backend() -> None:
     suite = load_suite("standard")
-    assert {run["workload"] for run in suite.runs} == WORKLOADS
+    assert {run["workload"] for run in suite.runs} == WORKLOADS | {"gpt"}
     assert all(run["precision"] == "all" and run["size"] == "small" for run in suite.runs)
+
+
+def test_strategies_runs_gpt_small_under_fsdp_tp_tensor_and_pipeline() -> None:
+    suite = load_suite("strategies")
+    gpt = {run["strategy"] for run in suite.runs if run["workload"] == "gpt"}
+    assert {"ddp", "fsdp", "tensor", "pipeline", "fsdp-tp"} <= gpt
+    assert all(run["size"] == "small" for run in suite.runs if run["workload"] == "gpt")
 
 
 def test_scaling_runs_one_rank_before_several_over_gloo_and_mpi() -> None:
