@@ -74,6 +74,7 @@ class FSDPTP(_TPBase):
 
     @classmethod
     def check(cls, spec: RunSpec) -> None:
+        super(_TPBase, cls).check(spec)  # comm and launcher first, as every strategy's
         tp = cls.tp_size(spec)
         if spec.world_size % tp:
             raise UsageError(f"--strategy-opt tp={tp} does not divide the {spec.world_size} "

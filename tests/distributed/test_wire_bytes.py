@@ -138,12 +138,12 @@ CHECK = Path(__file__).resolve().parent / "strategy_check.py"
 WORKLOAD = "alexnet"
 STRATEGY_ENTRIES = {  # options where a strategy's default does not fit 2 or 3 ranks
     2: ["ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async", "downpour", "ssp:s=2",
-        "hogwild", "gossip", "hybrid:groups=1", "pipeline", "tensor", "dp-tp"],
+        "hogwild", "gossip", "hybrid:groups=1", "pipeline", "tensor", "dp-tp", "fsdp-tp"],
     # tensor parallelism splits alexnet's 512-wide layers, which 3 does not divide (the run
-    # refuses it): dp-tp runs as a 3 x 1 mesh
+    # refuses it): dp-tp and fsdp-tp run as a 3 x 1 mesh
     3: ["ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async", "downpour", "ssp:s=2",
         "hogwild", "gossip", "hybrid:groups=2", "pipeline", "dp-tp:tp=1",
-        "sandblaster:portions=2"],
+        "sandblaster:portions=2", "fsdp-tp:tp=1"],
 }
 
 
