@@ -28,7 +28,7 @@ HAVE_MPI = shutil.which("mpirun") is not None and __import__("importlib").util.f
     "mpi4py") is not None
 requires_mpi = pytest.mark.skipif(not HAVE_MPI, reason="mpi4py or mpirun not installed")
 STRATEGIES = ("ddp", "zero1", "fsdp", "localsgd")
-WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm")
+WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm", "gpt")
 TINY = ("--size", "tiny", "--threads", "1", "--steps", "3", "--warmup", "1", "-q")
 
 
@@ -298,22 +298,23 @@ def _cases() -> list[object]:
 # Model-parallel strategies need a process group of their own ranks: 2 ranks (dp-tp also
 # 4, a 2 x 2 mesh, oversubscribed on 2 cores). The default run takes one workload each;
 # `--matrix` runs every workload (the unsupported pairs as skipped records) everywhere.
-MODEL_PARALLEL = ("pipeline", "tensor", "dp-tp")
+MODEL_PARALLEL = ("pipeline", "tensor", "dp-tp", "fsdp-tp")
 MODEL_PLACEMENTS = [("gloo", "local", 2), ("gloo", "torchrun", 2), ("mpi", "mpirun", 2),
                     ("gloo", "local", 4)]
 MODEL_DEFAULT = {"pipeline": (("gloo", "local", 2), "hep_cnn"),
                  "tensor": (("gloo", "torchrun", 2), "lstm"),
                  "dp-tp": (("gloo", "local", 2), "hep_cnn")}
+# fsdp-tp's default run is gpt's at 2 x 2 (tests/distributed/test_gpt.py): here the matrix only.
 
 
 def _model_cases() -> list[object]:
     cases = []
     for strategy in MODEL_PARALLEL:
         for comm, launcher, nproc in MODEL_PLACEMENTS:
-            if nproc == 4 and strategy != "dp-tp":
+            if nproc == 4 and strategy not in ("dp-tp", "fsdp-tp"):
                 continue
             marks = [requires_mpi] if comm == "mpi" else []
-            placement, workload = MODEL_DEFAULT[strategy]
+            placement, workload = MODEL_DEFAULT.get(strategy, ((), ""))
             if placement == (comm, launcher, nproc):
                 workloads: tuple[str, ...] = (workload,)
             else:
