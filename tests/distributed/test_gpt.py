@@ -1,7 +1,8 @@
 """gpt tiny through `dtbench run` at 1, 2 and 4 ranks (issue 45's acceptance): at the same
 global batch `compare --trajectory` finds fsdp = ddp (2 ranks), fsdp-tp (2 x 2) = ddp (2
-ranks) and tensor (2) = one rank; every rank's counted bytes are the strategy's analytic
-ones; and time-to-train on the shipped text reaches its target."""
+ranks), and tensor (2) and a pipeline of 2 stages (its first and last sharing the tied
+embedding) = one rank; every rank's counted bytes are the strategy's analytic ones; and
+time-to-train on the shipped text reaches its target."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ RUNS = {"one": [],
         "ddp": ["-n", "2", *GLOO, "--strategy", "ddp"],
         "fsdp": ["-n", "2", *GLOO, "--strategy", "fsdp"],
         "tensor": ["-n", "2", *GLOO, "--strategy", "tensor"],
+        "pipeline": ["-n", "2", *GLOO, "--strategy", "pipeline"],
         "fsdp-tp": ["-n", "4", "--oversubscribe", *GLOO, "--strategy", "fsdp-tp",
                     "--strategy-opt", "tp=2"]}
 # Reductions run in another order (sharded, split): the issue's tolerance for gpt.
@@ -43,7 +45,7 @@ def record(store: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("baseline", "candidate"), [("ddp", "fsdp"), ("ddp", "fsdp-tp"),
-                                                     ("one", "tensor")])
+                                                     ("one", "tensor"), ("one", "pipeline")])
 def test_the_same_model_by_compare_trajectory(stores: dict[str, Path], baseline: str,
                                               candidate: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,7 +81,8 @@ def expected(name: str, world: int, options: dict[str, str]) -> dict[str, float]
 
 
 @pytest.mark.parametrize(("name", "world", "options"), [
-    ("ddp", 2, {}), ("fsdp", 2, {}), ("tensor", 2, {}), ("fsdp-tp", 4, {"tp": "2"})])
+    ("ddp", 2, {}), ("fsdp", 2, {}), ("tensor", 2, {}), ("pipeline", 2, {}),
+    ("fsdp-tp", 4, {"tp": "2"})])
 def test_counted_bytes_are_the_analytic_ones(stores: dict[str, Path], name: str, world: int,
                                              options: dict[str, str]) -> None:
     metrics = {m["name"]: m for m in record(stores[name])["metrics"]}
