@@ -304,7 +304,8 @@ MODEL_PLACEMENTS = [("gloo", "local", 2), ("gloo", "torchrun", 2), ("mpi", "mpir
 MODEL_DEFAULT = {"pipeline": (("gloo", "local", 2), "hep_cnn"),
                  "tensor": (("gloo", "torchrun", 2), "lstm"),
                  "dp-tp": (("gloo", "local", 2), "hep_cnn")}
-# fsdp-tp's default run is gpt's at 2 x 2 (tests/distributed/test_gpt.py): here the matrix only.
+# fsdp-tp's default run is gpt's at 2 x 2 (tests/distributed/test_gpt_ranks.py); here the
+# matrix only.
 
 
 def _model_cases() -> list[object]:
