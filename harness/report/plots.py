@@ -90,7 +90,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
     colours = _colours(having)
     columns = min(len(groups), 3)
     rows = math.ceil(len(groups) / columns)
-    widest = max(len(bars) for bars in groups.values())
+    widest, right = max(len(bars) for bars in groups.values()), ""
     figure = _figure(columns * max(4.2, 0.6 * widest + 1.5), 3.6 * rows)
     panels = figure.subplots(rows, columns, squeeze=False).flatten()
     for axes, (workload, bars) in zip(panels, groups.items(), strict=False):
@@ -108,6 +108,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
         if len(tokens) == 1 and (k := tokens.pop()) > 0:  # a language model: tokens/s too
             axes.secondary_yaxis("right", functions=(lambda x, k=k: x * k, lambda x, k=k: x / k)
                                  ).set_ylabel("tokens/s")
+            right = "; a language model's also in tokens/s, right axis"
     for axes in panels[len(groups):]:
         axes.set_axis_off()
     _legend(figure, colours)
@@ -116,7 +117,7 @@ def throughput_plot(views: list[RecordView]) -> Plot:
                 f"configuration of {names}, with 95% confidence interval error bars.",
                 "Throughput by backend and precision, per workload (median, error bars: 95% "
                 "CI of the median; where several runs share a configuration, their median "
-                "and range; a language model's also in tokens/s, right axis).", _png(figure))
+                f"and range{right}).", _png(figure))
 
 
 def scaling_plot(views: list[RecordView]) -> Plot:

@@ -173,8 +173,8 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_list_json_names_everything_with_availability(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert sorted(w["name"] for w in data["workloads"]) == ["alexnet", "hep_cnn", "lstm",
-                                                            "resnet50"]
+    assert sorted(w["name"] for w in data["workloads"]) == ["alexnet", "gpt", "hep_cnn",
+                                                            "lstm", "resnet50"]
     for section in ("backends", "comm", "launchers"):
         for entry in data[section]:
             assert isinstance(entry["available"], bool)

@@ -52,7 +52,7 @@ def test_built_in_registries_hold_what_the_spec_names() -> None:
     from harness.collectors import COLLECTORS
     from workloads import WORKLOADS
 
-    assert sorted(WORKLOADS) == ["alexnet", "hep_cnn", "lstm", "resnet50"]
+    assert sorted(WORKLOADS) == ["alexnet", "gpt", "hep_cnn", "lstm", "resnet50"]
     assert {"cpu", "cuda"} <= set(COMPUTE_BACKENDS)
     assert set(COMM_BACKENDS) == {"none", "gloo", "mpi", "nccl"}
     assert set(LAUNCHERS) == {"local", "torchrun", "mpirun", "slurm"}

@@ -128,7 +128,8 @@ def test_precision_all_means_every_precision_of_the_backend() -> None:
 
     planned = specs(plan_runs(load_suite("standard"), cli(backend=["cpu"])))
     assert {(s.workload, s.precision) for s in planned} == {
-        (w, p) for w in ("alexnet", "resnet50", "hep_cnn", "lstm") for p in ("fp32", "bf16")}
+        (w, p) for w in ("alexnet", "resnet50", "hep_cnn", "lstm", "gpt")
+        for p in ("fp32", "bf16")}
     cuda = specs(plan_runs(suite_of({"workload": "lstm", "precision": "all"}),
                            cli(backend=["cuda"])))
     assert [s.precision for s in cuda] == list(COMPUTE_BACKENDS.get("cuda").precisions)
