@@ -56,7 +56,7 @@ def non_negative_float(text: str) -> float:
 # What a record's names may hold, where they become file and folder names or labels: letters,
 # digits and a few marks, bounded (record.schema.json holds the same patterns, which its
 # validator reads with `$` at the very end, as JSON Schema's ECMA-262 does).
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,159}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,159}$"
 MACHINE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._+#(),:/-]{0,79}$"
 COMMIT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,99}$"
 
