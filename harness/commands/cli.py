@@ -32,6 +32,10 @@ SUBCOMMANDS = {
     "data": ("data", "write datasets in file formats; measure the input pipeline alone"),
 }
 
+# Commands that rewrite a progress line in place (harness/run/progress.py): their streams keep
+# control characters; what they print is what they measured, not a stored record.
+PROGRESS_COMMANDS = frozenset({"run", "comm", "kernels"})
+
 
 def build_parser(command: str | None = None) -> Parser:
     """The command line; with `command`, only that subcommand's options are declared (each
@@ -49,14 +53,19 @@ def build_parser(command: str | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command line; its exit code. Everything it prints goes through a MaskedStream:
-    no message or warning shows a password given on the command line."""
-    from harness.core.secrets import MaskedStream, secrets_in
+    """Run one command line; its exit code. Everything it prints is masked: no message or
+    warning shows a password given on the command line; and but for the commands that draw
+    their own progress display, nothing a record holds reaches the terminal as a control
+    character or escape sequence."""
+    from harness.core.outputs import terminal_stream
+    from harness.core.secrets import masked_stream, secrets_in
 
     given = sys.argv[1:] if argv is None else argv
     secrets = secrets_in(given)
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = MaskedStream(sys.stdout, secrets), MaskedStream(sys.stderr, secrets)
+    if not (given and given[0] in PROGRESS_COMMANDS):
+        sys.stdout, sys.stderr = terminal_stream(sys.stdout), terminal_stream(sys.stderr)
+    sys.stdout, sys.stderr = masked_stream(sys.stdout, secrets), masked_stream(sys.stderr, secrets)
     try:
         return _dispatch(given, argv)
     finally:

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 from urllib.parse import quote, unquote
 
+from harness.core.outputs import FilteredStream
+
 SCHEMES = ("postgresql://", "postgres://")
 MASK = "***"
 MIN_SECRET = 3
@@ -101,40 +103,9 @@ def shown_command(words: list[str]) -> str:
     return mask(shlex.join(words), secrets_in(words))
 
 
-class MaskedStream:
-    """A text stream that masks `secrets` (and any password in URL syntax) in what is written
-    to it: the command line wraps stdout and stderr in one, so that no message, warning or
-    traceback shows a password given on the command line."""
-
-    def __init__(self, stream: TextIO, secrets: Iterable[str]) -> None:
-        self._stream = stream
-        self._secrets = frozenset(secrets)
-        raw = getattr(stream, "buffer", None)
-        self.buffer = _MaskedBuffer(raw, self._secrets) if raw is not None else None
-
-    def write(self, text: str) -> int:
-        self._stream.write(mask(text, self._secrets))
-        return len(text)
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-class _MaskedBuffer:
-    """The binary side of a MaskedStream (report writes its UTF-8 bytes there)."""
-
-    def __init__(self, raw: Any, secrets: frozenset[str]) -> None:
-        self._raw = raw
-        self._secrets = secrets
-
-    def write(self, data: bytes) -> int:
-        text = bytes(data).decode("utf-8", "surrogateescape")
-        self._raw.write(mask(text, self._secrets).encode("utf-8", "surrogateescape"))
-        return len(data)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
+def masked_stream(stream: TextIO, secrets: Iterable[str]) -> FilteredStream:
+    """`stream` masking `secrets` (and any password in URL syntax) in what is written to it:
+    the command line wraps stdout and stderr in one, so that no message or warning shows a
+    password given on the command line."""
+    known = frozenset(secrets)
+    return FilteredStream(stream, lambda text: mask(text, known))

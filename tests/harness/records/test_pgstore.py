@@ -281,7 +281,7 @@ def test_export_and_import_round_trip(url: str, tmp_path: Path,
     assert exported == originals
     assert main(["report", url]) == 0
     report = capsys.readouterr()
-    shown = report.out.replace("\\", "")  # Markdown escapes _ and *
+    shown = unescape(report.out.replace("\\", ""))  # Markdown escapes _ * : @ (no autolink)
     assert "hep_cnn" in shown and "dtbench:***@127.0.0.1" in shown
     assert PASSWORD not in report.out + report.err
 
