@@ -157,6 +157,11 @@ class Store:
             os.unlink(probe)
         except OSError as exc:
             raise UsageError(f"--out {self.root}: not writable ({exc.strerror or exc})") from None
+        linked = [path for path in (*self.root.glob("*"), *self.root.glob("*/*"))
+                  if path.is_symlink() and path.is_dir()]
+        if linked:
+            raise UsageError(f"--out {self.root}: {linked[0]} is a symbolic link to a folder; "
+                             "dtbench writes records only into real folders under the store")
 
     def _connect(self) -> sqlite3.Connection:
         """The index, its table made or rebuilt as this version writes it; an index in memory
@@ -227,10 +232,13 @@ class Store:
     def add(self, record: dict[str, Any]) -> Path:
         """Store a record under a new file name; an existing record is never replaced. The
         file goes into a real folder under the root (a symbolic link on the way is refused:
-        RefusedFile)."""
+        UsageError)."""
         validate_record(record)
         text = record_text(record)
-        folder = folder_under(self.root, record_folder(record))
+        try:
+            folder = folder_under(self.root, record_folder(record))
+        except RefusedFile as exc:
+            raise UsageError(f"--out {self.root}: {exc}") from None
         with stop_signals_deferred():
             for attempt in range(100):
                 suffix = "" if attempt == 0 else f"-{attempt}"
