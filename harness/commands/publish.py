@@ -60,8 +60,7 @@ def command(args: argparse.Namespace) -> int:
 
     target = check_directory(args.output)
     catalog = catalog_inputs(list(args.paths))
-    for warning in catalog.warnings:
-        print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
+    warned = _warn(catalog.warnings, 0)
     if not catalog.rows:
         raise UsageError(f"no records in {redact(clean_text(' '.join(args.paths)))}")
 
@@ -82,6 +81,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         site = Builder(catalog, built, regenerate=regenerate, progress=progress,
                        reference=reference).build()
+        _warn(catalog.warnings, warned)  # what loading the latest records skipped
         (built / MARKER).write_text("written by dtbench publish; the directory is replaced "
                                     "whole when it publishes again\n", encoding="utf-8")
         built.chmod(0o777 & ~_umask())
@@ -95,6 +95,15 @@ def command(args: argparse.Namespace) -> int:
     progress(f"{len(site.files)} file(s): {len(site.machines)} machine(s), "
              f"{len(site.workloads)} workload(s); open {target / 'index.html'}")
     return EXIT_OK
+
+
+def _warn(warnings: list[str], since: int) -> int:
+    """Print the warnings from `since` on; how many there are now."""
+    from harness.core.outputs import clean_text
+
+    for warning in warnings[since:]:
+        print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
+    return len(warnings)
 
 
 def _umask() -> int:

@@ -47,8 +47,12 @@ def export(args: argparse.Namespace) -> int:
     keeps run ids to letters, digits and . _ -: a file name inside the target folder)."""
     from harness.records.record import write_violation
     from harness.records.store import Store
+    from harness.records.storeurl import is_store_url, redact
 
     server = _server(args.url)
+    if is_store_url(args.output):
+        raise UsageError(f"-o {redact(args.output)}: name a directory (export copies a "
+                         "server into a directory store)")
     target = Store(args.output)
     target.ensure_writable()
     present = {record["run_id"] for record in target.records()}
