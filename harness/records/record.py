@@ -141,16 +141,23 @@ def _has_nul(node: Any) -> bool:
 
 
 def write_violation(record: Any) -> str | None:
-    """What keeps a record out of a store: a schema violation, or a NUL character in any
-    text (PostgreSQL's text and jsonb hold none: it would be stripped from a column, or block
-    the table's later reads; a directory store refuses it too, so both take the same
-    records)."""
+    """What keeps a record out of a store: a schema violation, a NUL character in any text
+    (PostgreSQL's text and jsonb hold none: it would be stripped from a column, or block the
+    table's later reads; a directory store refuses it too, so both take the same records), or
+    more than the MAX_RECORD_BYTES every reader refuses."""
     problem = first_violation(record)
+    if problem is not None:
+        return problem
     try:
-        nul = problem is None and "\\u0000" in json.dumps(record) and _has_nul(record)
+        text = json.dumps(record)
+        nul = "\\u0000" in text and _has_nul(record)
     except RecursionError:
-        nul = True
-    return "a text holds a NUL character (\\u0000), which no store keeps" if nul else problem
+        return "nested too deep for a store"
+    if nul:
+        return "a text holds a NUL character (\\u0000), which no store keeps"
+    if len(text) > MAX_RECORD_BYTES:
+        return f"over the {MAX_RECORD_BYTES}-byte limit every reader of a store keeps to"
+    return None
 
 
 def validate_record(record: dict[str, Any]) -> None:

@@ -144,6 +144,39 @@ def test_a_nul_is_refused_on_write(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.json"))
 
 
+def test_an_oversized_record_is_refused_on_write(tmp_path: Path) -> None:
+    """What every reader would skip (over 64 MiB) is never written."""
+    from harness.records.record import MAX_RECORD_BYTES
+
+    with pytest.raises(ValueError, match="byte limit"):
+        Store(tmp_path).add(record("20240102T030405Z-x-big", error="z" * MAX_RECORD_BYTES))
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_symlinked_index_in_a_store_is_never_opened(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]
+                                                      ) -> None:
+    """An index.sqlite linked to another database: an older dtbench dropped that database's
+    `runs` table, made its own and switched the file to WAL."""
+    import hashlib
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    connection = sqlite3.connect(other)
+    connection.execute("CREATE TABLE runs (theirs)")
+    connection.commit()
+    connection.close()
+    before = hashlib.sha256(other.read_bytes()).hexdigest()
+    store = tmp_path / "store"
+    write_json(store / "m" / "c" / "golden.json", GOLDEN)
+    (store / "index.sqlite").symlink_to(other)
+    for argv in (["history", str(store), "--metric", "step_time"], ["report", str(store)]):
+        assert main(argv) == 0
+    capsys.readouterr()
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db", "store"]
+
+
 def test_a_symlinked_machine_folder_is_refused_for_writing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.core.errors import UsageError
