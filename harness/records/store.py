@@ -104,7 +104,7 @@ def _stamp(status: os.stat_result) -> tuple[int, int, int, int]:
 
 def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
     try:
-        return _stamp(path.lstat())
+        return _stamp(path.stat())
     except OSError:
         return None
 
