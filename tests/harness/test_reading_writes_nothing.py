@@ -31,8 +31,9 @@ def _digest(found: dict[str, tuple[str, bytes | str]]) -> str:
     return hashlib.sha256(repr(sorted(found.items())).encode()).hexdigest()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh store a test, so that each reader is judged alone."""
     root = tmp_path_factory.mktemp("read") / "store"
     written = Store(root)
     for index in range(6):
