@@ -27,7 +27,7 @@ URLS = (f"postgresql://dtbench:{PASSWORD}@127.0.0.1:1/bench",
 # that the command reports before any work.
 STOPS = {"run": ["-w", "no_such_workload"], "comm": ["--op", "no_such_op"],
          "kernels": ["--set", "no_such_set"], "peak": ["--precision", "no_such"],
-         "data": ["-w", "no_such_workload"]}
+         "data": ["-w", "no_such_workload"], "doctor": ["--backend", "no_such"]}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
