@@ -55,7 +55,8 @@ def hostile_server(url: str) -> str:
 @pytest.mark.parametrize("argv", [
     ["report", "{url}"], ["report", "{url}", "--by", "machine"],
     ["compare", "{url}", "{url}"], ["history", "{url}", "--metric", "step_time"],
-    ["publish", "{url}", "-o", "{out}/site"]],
+    ["publish", "{url}", "-o", "{out}/site"],
+    ["predict", "hep_cnn", "--size", "tiny", "--calibrate-from", "{url}", "--network", "10GbE"]],
     ids=lambda argv: " ".join(argv[:3]))
 def test_rows_written_around_dtbench_are_skipped_by_every_reader(
         argv: list[str], hostile_server: str, tmp_path: Path,
@@ -130,6 +131,8 @@ def test_no_page_report_or_message_shows_the_password(url: str, tmp_path: Path,
                  ["history", url, "--metric", "step_time", "-o", str(out / "h.html")],
                  ["report", url, "-o", str(out / "r.html")],
                  ["report", url, "--by", "machine", "-o", str(out / "m.md")],
+                 ["predict", "hep_cnn", "--size", "tiny", "--calibrate-from", url,
+                  "--network", "10GbE", "-o", str(out / "p.md")],
                  ["store", "export", url, "-o", str(out / "snap")]):
         assert main(argv) == 0, argv
     captured = capsys.readouterr()
