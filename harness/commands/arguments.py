@@ -10,6 +10,7 @@ from harness.core.fields import int_list as int_list
 from harness.core.fields import non_negative_int as non_negative_int
 from harness.core.fields import positive_int as positive_int
 from harness.core.files import check_output_file
+from harness.core.secrets import mask
 
 
 class Parser(argparse.ArgumentParser):
@@ -21,7 +22,9 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        """argparse's own messages quote the value they refuse ("invalid choice: 'URL'"):
+        any password in it is masked here."""
+        raise UsageError(mask(f"{self.prog}: {message}"))
 
 
 def percentage(text: str) -> float:

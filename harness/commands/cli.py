@@ -4,7 +4,9 @@ maps errors to exit codes."""
 from __future__ import annotations
 
 import sys
+import traceback
 from importlib import import_module
+from typing import Any
 
 from harness import __version__
 from harness.commands.arguments import Parser
@@ -30,6 +32,10 @@ SUBCOMMANDS = {
     "data": ("data", "write datasets in file formats; measure the input pipeline alone"),
 }
 
+# Commands that rewrite a progress line in place (harness/run/progress.py): their streams keep
+# control characters; what they print is what they measured, not a stored record.
+PROGRESS_COMMANDS = frozenset({"run", "comm", "kernels"})
+
 
 def build_parser(command: str | None = None) -> Parser:
     """The command line; with `command`, only that subcommand's options are declared (each
@@ -47,17 +53,37 @@ def build_parser(command: str | None = None) -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command line; its exit code. Everything it prints is masked: no message or
+    warning shows a password given on the command line; and but for the commands that draw
+    their own progress display, nothing a record holds reaches the terminal as a control
+    character or escape sequence."""
+    from harness.core.outputs import terminal_stream
+    from harness.core.secrets import masked_stream, secrets_in
+
+    given = sys.argv[1:] if argv is None else argv
+    secrets = secrets_in(given)
+    streams = sys.stdout, sys.stderr
+    if not (given and given[0] in PROGRESS_COMMANDS):
+        sys.stdout, sys.stderr = terminal_stream(sys.stdout), terminal_stream(sys.stderr)
+    sys.stdout, sys.stderr = masked_stream(sys.stdout, secrets), masked_stream(sys.stderr, secrets)
+    try:
+        return _dispatch(given, argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _dispatch(given: list[str], argv: list[str] | None) -> int:
     from harness.core.interrupts import Interrupted, stop_signals_raise
+    from harness.core.outputs import clean_text
 
     try:
-        given = sys.argv[1:] if argv is None else argv
         args = build_parser(given[0] if given and given[0] in SUBCOMMANDS else None
                             ).parse_args(argv)
         with stop_signals_raise():
             module = import_module(f"harness.commands.{SUBCOMMANDS[args.command][0]}")
             return int(module.command(args))
     except (UsageError, SchemaError) as exc:
-        print(f"dtbench: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"dtbench: error: {clean_text(exc, 4000)}", file=sys.stderr)
         return EXIT_USAGE
     except Interrupted as stop:
         print(f"dtbench: {stop.summary}", file=sys.stderr)
@@ -70,6 +96,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
+    """`dtbench`: main, with the traceback of a bug masked too (Python prints it after main
+    has given the streams back)."""
+    from harness.core.secrets import mask, secrets_in
+
+    secrets = secrets_in(sys.argv[1:])
+
+    def masked_traceback(kind: Any, value: Any, trace: Any) -> None:
+        sys.stderr.write(mask("".join(traceback.format_exception(kind, value, trace)), secrets))
+
+    sys.excepthook = masked_traceback
     sys.exit(main())
 
 

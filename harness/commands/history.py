@@ -27,6 +27,8 @@ def command(args: argparse.Namespace) -> int:
     from harness.compare.history import ALPHA, build_series, render
     from harness.core.errors import EXIT_NOTHING_COMPARED, EXIT_OK
     from harness.core.files import check_output_file, write_atomic
+    from harness.core.outputs import clean_text, terminal_text
+    from harness.core.secrets import shown_command
     from harness.records.inputs import catalog_inputs
     from harness.records.summary import INDEXED_METRICS
 
@@ -37,9 +39,9 @@ def command(args: argparse.Namespace) -> int:
     # The index holds the headline metrics: their series need no record parsed.
     records = catalog.summaries(rows) if args.metric in INDEXED_METRICS else catalog.load(rows)
     for warning in catalog.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"dtbench: warning: {clean_text(warning, 1000)}", file=sys.stderr)
     series = build_series(records, args.metric, args.min_effect / 100.0, ALPHA)
-    sys.stdout.write(render(series))
+    sys.stdout.write(terminal_text(render(series), 2000))  # machine labels are records' text
     if args.json_file:
         write_atomic(Path(args.json_file), json.dumps([{
             "machine": s.machine, "experiment": s.experiment, "metric": s.metric,
@@ -49,8 +51,9 @@ def command(args: argparse.Namespace) -> int:
     if page is not None:
         from harness.publish.trends import history_page, unit_of
 
-        command = " ".join(["dtbench history", *args.paths, "--metric", args.metric,
-                            *(f"-w {w}" for w in args.workload or ()), "-o", str(page)])
+        command = shown_command(["dtbench", "history", *args.paths, "--metric", args.metric,
+                                 *(word for w in args.workload or () for word in ("-w", w)),
+                                 "-o", str(page)])
         write_atomic(page, history_page(series, args.metric, command,
                                               unit_of(records, args.metric)))
     return EXIT_OK if series else EXIT_NOTHING_COMPARED

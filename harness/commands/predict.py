@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -181,6 +180,8 @@ def _row(point: Any) -> list[str]:
 
 
 def _command_line(args: argparse.Namespace) -> str:
+    from harness.core.secrets import shown_command
+
     words = ["dtbench", "predict"]
     if args.validate:
         words += ["--validate", *args.validate]
@@ -207,7 +208,7 @@ def _command_line(args: argparse.Namespace) -> str:
             words += [flag, str(value)]
     for path in args.calibrate_from or []:
         words += ["--calibrate-from", path]
-    return shlex.join(words + (["-o", args.output] if args.output else []))
+    return shown_command(words + (["-o", args.output] if args.output else []))
 
 
 def _write(records: list[dict[str, Any]], json_target: Any, target: Any,

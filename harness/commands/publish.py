@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import sys
 import tempfile
@@ -54,24 +53,24 @@ def _replace(built: Path, target: Path) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from harness.core.errors import EXIT_OK, UsageError
+    from harness.core.outputs import clean_text
+    from harness.core.secrets import redact, shown_command
     from harness.publish.site import Builder
     from harness.records.inputs import catalog_inputs
-    from harness.report.view import clean_text
 
     target = check_directory(args.output)
     catalog = catalog_inputs(list(args.paths))
-    for warning in catalog.warnings:
-        print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
+    warned = _warn(catalog.warnings, 0)
     if not catalog.rows:
-        raise UsageError(f"no records in {clean_text(' '.join(args.paths))}")
+        raise UsageError(f"no records in {redact(clean_text(' '.join(args.paths)))}")
 
     def progress(text: str) -> None:
         print(f"dtbench: publish: {clean_text(text)}", file=sys.stderr, flush=True)
 
     progress(f"{len(catalog.rows)} record(s) -> {args.output}")
     reference = getattr(args, "reference", None)
-    regenerate = clean_text(shlex.join(["dtbench", "publish", *args.paths, "-o", args.output,
-                                        *(["--reference", reference] if reference else [])]),
+    regenerate = clean_text(shown_command(["dtbench", "publish", *args.paths, "-o", args.output,
+                                           *(["--reference", reference] if reference else [])]),
                             None)
     parent = target.resolve().parent
     try:
@@ -82,6 +81,7 @@ def command(args: argparse.Namespace) -> int:
     try:
         site = Builder(catalog, built, regenerate=regenerate, progress=progress,
                        reference=reference).build()
+        _warn(catalog.warnings, warned)  # what loading the latest records skipped
         (built / MARKER).write_text("written by dtbench publish; the directory is replaced "
                                     "whole when it publishes again\n", encoding="utf-8")
         built.chmod(0o777 & ~_umask())
@@ -95,6 +95,15 @@ def command(args: argparse.Namespace) -> int:
     progress(f"{len(site.files)} file(s): {len(site.machines)} machine(s), "
              f"{len(site.workloads)} workload(s); open {target / 'index.html'}")
     return EXIT_OK
+
+
+def _warn(warnings: list[str], since: int) -> int:
+    """Print the warnings from `since` on; how many there are now."""
+    from harness.core.outputs import clean_text
+
+    for warning in warnings[since:]:
+        print(f"dtbench: warning: {clean_text(warning)}", file=sys.stderr)
+    return len(warnings)
 
 
 def _umask() -> int:

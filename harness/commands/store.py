@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.commands.arguments import Parser
 from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
+from harness.core.outputs import clean_text
 
 if TYPE_CHECKING:
     from harness.records.pgstore import PostgresStore
@@ -37,10 +38,21 @@ def _server(url: str) -> PostgresStore:
     return PostgresStore(url)
 
 
+def _warn(message: str) -> None:
+    print(f"dtbench: warning: {clean_text(message, 1000)}", file=sys.stderr)
+
+
 def export(args: argparse.Namespace) -> int:
+    """The server's valid records into a directory store, each under its run id (the schema
+    keeps run ids to letters, digits and . _ -: a file name inside the target folder)."""
+    from harness.records.record import write_violation
     from harness.records.store import Store
+    from harness.records.storeurl import is_store_url, redact
 
     server = _server(args.url)
+    if is_store_url(args.output):
+        raise UsageError(f"-o {redact(args.output)}: name a directory (export copies a "
+                         "server into a directory store)")
     target = Store(args.output)
     target.ensure_writable()
     present = {record["run_id"] for record in target.records()}
@@ -50,23 +62,41 @@ def export(args: argparse.Namespace) -> int:
         if record["run_id"] in present:
             skipped += 1
             continue
+        problem = write_violation(record)
+        if problem is not None:
+            warnings.append(f"skipped {server.shown} run {record['run_id']}: {problem}")
+            continue
         target.add(record)
         present.add(record["run_id"])
         added += 1
     for warning in warnings:
-        print(f"dtbench: warning: {warning}", file=sys.stderr)
-    print(f"exported {added} record(s) to {target.root}, skipped {skipped} already there")
+        _warn(warning)
+    print(f"exported {added} record(s) to {clean_text(target.root, None)}, skipped {skipped} "
+          "already there")
     return EXIT_OK
 
 
 def import_(args: argparse.Namespace) -> int:
+    """Records of files and directory stores onto the server; exit 2 when none of them is a
+    record a store keeps (nothing to push is a mistake worth saying so)."""
     from harness.records.inputs import load_inputs
+    from harness.records.record import write_violation
 
     server = _server(args.url)
     loaded = load_inputs([args.directory])
+    writable = []
+    for record in loaded.records:
+        problem = write_violation(record)
+        if problem is None:
+            writable.append(record)
+        else:
+            loaded.warnings.append(f"skipped run {record['run_id']}: {problem}")
     for warning in loaded.warnings:
-        print(f"dtbench: warning: {warning}", file=sys.stderr)
-    added, skipped = server.add_new(loaded.records)
+        _warn(warning)
+    if not writable:
+        raise UsageError(f"{args.directory}: no record to import"
+                         + (f" ({len(loaded.warnings)} skipped)" if loaded.warnings else ""))
+    added, skipped = server.add_new(writable)
     print(f"imported {added} record(s) into {server.shown}, "
           f"skipped {skipped} already there")
     return EXIT_OK
@@ -78,6 +108,6 @@ def command(args: argparse.Namespace) -> int:
     try:
         return export(args) if args.action == "export" else import_(args)
     except (StoreUnreachable, StoreError) as exc:
-        print(f"dtbench: error: {exc}; nothing stored is lost: run the command again",
-              file=sys.stderr)
+        print(f"dtbench: error: {clean_text(exc, 2000)}; nothing stored is lost: run the "
+              "command again", file=sys.stderr)
         return EXIT_FAILED

@@ -27,19 +27,21 @@ from harness.core.errors import (
 )
 from harness.core.files import check_output_file, write_atomic
 from harness.core.machine_load import is_busy
-from harness.core.text import one_line
+from harness.core.outputs import clean_text, terminal_text
 from harness.records.inputs import load_inputs
 from harness.records.storeurl import is_store_url, redact
 
 
 def warn(message: str) -> None:
-    print(f"dtbench: warning: {one_line(message, 1000)}", file=sys.stderr)
+    print(f"dtbench: warning: {clean_text(message, 1000)}", file=sys.stderr)
 
 
 def failed_runs(records: list[dict[str, Any]]) -> list[str]:
-    """'workload label: error' of each failed run (skipped ones are not failures)."""
-    return [f"{(record.get('spec') or {}).get('workload', '?')} {record.get('run_id')}: "
-            f"{one_line(str(record.get('error') or 'failed'), 200)}"
+    """'workload label: error' of each failed run (skipped ones are not failures); a record's
+    text, made one printable line and cut."""
+    return [f"{clean_text((record.get('spec') or {}).get('workload', '?'), 100)} "
+            f"{clean_text(record.get('run_id'), 200)}: "
+            f"{clean_text(record.get('error') or 'failed', 200)}"
             for record in records if record.get("status") == "failed"]
 
 
@@ -127,7 +129,7 @@ def trajectory_command(args: argparse.Namespace) -> int:
     a = only_trajectory(load_all(args.baseline), shown(args.baseline))
     b = only_trajectory(load_all(args.candidate), shown(args.candidate))
     found = compare_trajectories(a, b, args.tolerance)
-    print(found.render(shown(args.baseline), shown(args.candidate)))
+    print(terminal_text(found.render(shown(args.baseline), shown(args.candidate))))
     if args.json_file:
         write_atomic(check_output_file(args.json_file, "--json"),
                      json.dumps(found.as_dict(), indent=1) + "\n")
@@ -163,7 +165,7 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
     summaries = catalog.summaries()
     selection = select_baseline(summaries, cand_all, shown(args.baseline), commit, branch)
     chosen = {record["run_id"] for record in selection.records}
-    print(f"dtbench: {selection.description}", file=sys.stderr)
+    print(f"dtbench: {clean_text(selection.description, 2000)}", file=sys.stderr)
     if selection.noise:
         print(f"dtbench: run-to-run noise from the machine's history: "
               f"{len(selection.noise)} experiment(s) with at least 5 runs; no change within "
@@ -221,8 +223,10 @@ def command(args: argparse.Namespace) -> int:
     note = other_machines(comparison)
     if note:
         warn(note)
+    # Markdown escapes every record text itself; the terminal's text drops escape sequences
     print(comparison.markdown() if getattr(args, "format", None) == "md"
-          else comparison.render(), end="" if getattr(args, "format", None) == "md" else "\n")
+          else terminal_text(comparison.render()),
+          end="" if getattr(args, "format", None) == "md" else "\n")
     if target is not None:
         try:
             write_atomic(target, json.dumps(comparison.as_dict(), indent=1, allow_nan=False)

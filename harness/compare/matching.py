@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.fields import identity, store_columns
+from harness.core.outputs import clean_text
 from harness.core.spec import KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS
 from harness.core.text import size_label
 from harness.microbench.kernels import metrics as kernel
@@ -115,8 +116,11 @@ def _group(records: Iterable[dict[str, Any]], match_on: tuple[str, ...] | None
 
 def _one_group(records: list[dict[str, Any]], spec_key: str | None = None,
                machine: str | None = None) -> SpecGroup:
+    """The group of records of one spec, named by the first's workload and spec label (a
+    record's text: one printable line, cut, as every output shows it)."""
     label = spec_label(records[0], spec_key) + (f" on {machine}" if machine else "")
-    return SpecGroup(str(records[0]["spec"].get("workload")), label, records)
+    return SpecGroup(clean_text(records[0]["spec"].get("workload"), 100),
+                     clean_text(label, 300), records)
 
 
 def _by_machine(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

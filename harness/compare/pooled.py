@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.compare.stats import finite_samples
+from harness.core.outputs import clean_text
 from harness.microbench.kernels import metrics as kernel
 from harness.records.definitions import center
 
@@ -60,13 +61,13 @@ def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
         for entry in record["metrics"]:
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 continue
-            name = entry["name"]
+            name = clean_text(entry["name"], 100)  # a record's text: a terminal shows it
             if name in NOT_COMPARED:
                 continue
             direction = entry.get("higher_is_better")
             if not isinstance(direction, bool):
                 direction = KNOWN_DIRECTIONS.get(name)
-            metric = pooled.setdefault(name, PooledMetric(str(entry.get("unit") or ""), direction))
+            metric = pooled.setdefault(name, PooledMetric(clean_text(entry.get("unit")), direction))
             samples = entry.get("samples")
             run = finite_samples(samples if isinstance(samples, list) else []).tolist()
             metric.samples += run

@@ -12,6 +12,7 @@ import numpy as np
 from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.pooled import pool_metrics
 from harness.compare.stats import ALPHA, RatioTest, ratio_of
+from harness.core.outputs import markdown_text
 from harness.core.text import render_table
 from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.experiment import experiment_key
@@ -229,8 +230,7 @@ class Comparison:
         """The last line compare prints; it agrees with the exit code (1 when it says failed
         or regression)."""
         found = self.regressions
-        failed = (f"{len(self.failed_runs)} failed candidate run(s)"
-                  if self.failed_runs else "")
+        failed = f"{len(self.failed_runs)} failed candidate run(s)" if self.failed_runs else ""
         if not found:
             return (f"gate failed: {failed}" if failed else
                     f"no significant regression (threshold {self.threshold_pct:g}%)")
@@ -245,11 +245,11 @@ class Comparison:
         changed = [row for row in self.rows if row.verdict not in (OK, NO_SAMPLES)]
         if changed:
             lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-            lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row.cells())
+            lines += ["| " + " | ".join(markdown_text(cell, None) for cell in row.cells())
                       + " |" for row in changed]
             lines.append("")
-        lines += [f"- failed: {run}" for run in self.failed_runs]
-        lines += [f"- different hardware: {note}" for note in self.hardware_notes()]
+        lines += [f"- failed: {markdown_text(run)}" for run in self.failed_runs]
+        lines += [f"- different hardware: {markdown_text(note)}" for note in self.hardware_notes()]
         lines.append(f"{len(self.compared)} metric(s) compared; threshold "
                      f"{self.threshold_pct:g}%, Holm-corrected.")
         return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,32 @@ def non_negative_float(text: str) -> float:
     if not (value >= 0 and math.isfinite(value)):
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
+
+
+# What a record's names may hold, where they become file and folder names or labels: letters,
+# digits and a few marks, bounded (record.schema.json holds the same patterns, which its
+# validator reads with `$` at the very end, as JSON Schema's ECMA-262 does).
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,159}$"
+MACHINE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._+#(),:/-]{0,79}$"
+COMMIT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,99}$"
+
+
+def _name(text: str, pattern: str, expected: str) -> str:
+    if re.fullmatch(pattern.strip("^$"), text) is None:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text[:100]!r}")
+    return text
+
+
+def machine_name(text: str) -> str:
+    """--machine NAME: a label of at most 80 letters, digits, spaces and . _ + # ( ) , : / -"""
+    return _name(text, MACHINE_NAME_PATTERN, "a machine name of at most 80 letters, digits, "
+                 "spaces and . _ + # ( ) , : / -, starting with a letter or digit")
+
+
+def commit_name(text: str) -> str:
+    """--commit SHA: a commit, tag or describe string of at most 100 letters, digits, . _ + / -"""
+    return _name(text, COMMIT_PATTERN, "a commit of at most 100 letters, digits and . _ + / -, "
+                 "starting with a letter or digit")
 
 
 def non_negative_int(text: str) -> int:

@@ -3,12 +3,84 @@ checked before any work starts."""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from harness.core.errors import UsageError
 
 TMP_PREFIX = ".tmp-"
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+
+
+class RefusedFile(OSError):
+    """A file dtbench will not read or write: not a regular file, too large, or (reached
+    through a link) outside the folder it was found in."""
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def is_within(path: str | Path, root: str | Path) -> bool:
+    """Whether `path`, every link followed, lies under `root` (every link followed)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def read_regular(path: str | Path, limit: int, within: str | Path | None = None
+                 ) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file of at most `limit` bytes and its status, both from one
+    descriptor. A FIFO, device, socket or directory is refused before it is opened (opening a
+    FIFO waits for a writer; a device may never end), a larger file before it is read, and,
+    with `within`, a file whose real path lies outside that folder (a link out of a store):
+    RefusedFile, whose message says which."""
+    if within is not None and not is_within(path, within):
+        raise RefusedFile(f"{path}: a link to outside {within}")
+    found = os.stat(path)
+    if not stat.S_ISREG(found.st_mode):
+        raise RefusedFile(f"{path}: {_kind(found.st_mode)}, not a regular file")
+    if found.st_size > limit:
+        raise RefusedFile(f"{path}: {found.st_size} bytes exceeds the {limit}-byte limit")
+    handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    try:
+        opened = os.fstat(handle)
+        if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino) \
+                or not stat.S_ISREG(opened.st_mode):
+            raise RefusedFile(f"{path}: replaced while it was opened")
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(handle, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(handle)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise RefusedFile(f"{path}: more than the {limit}-byte limit")
+    return data, opened
+
+
+def folder_under(root: Path, relative: str) -> Path:
+    """`root`/`relative` (a folder dtbench is about to write into), after checking that it
+    stays under `root`: a relative path without `..`, and no part of it an existing symbolic
+    link (a link could lead a write anywhere). Made if missing; RefusedFile otherwise."""
+    parts = PurePosixPath(relative).parts
+    if PurePosixPath(relative).is_absolute() or any(part in ("..", ".", "") for part in parts):
+        raise RefusedFile(f"{relative}: not a folder under {root}")
+    root.mkdir(parents=True, exist_ok=True)
+    folder = root
+    for part in parts:
+        folder = folder / part
+        if folder.is_symlink():
+            raise RefusedFile(f"{folder}: a symbolic link; dtbench writes only into real "
+                              f"folders under {root}")
+        folder.mkdir(exist_ok=True)
+    return folder
 
 
 def cache_dir() -> Path:

@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 
 from harness.core.fields import (
     RunField,
+    commit_name,
     int_list,
     key_defaults,
     legacy_options,
+    machine_name,
     non_negative_float,
     non_negative_int,
     not_in_key,
@@ -172,10 +174,10 @@ RUN_FIELDS: tuple[RunField, ...] = (
     RunField("out", ("--out",), default="results", help="results store (default ./results)",
              launch=True),
     RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
-    RunField("machine", ("--machine",), metavar="NAME", launch=True,
+    RunField("machine", ("--machine",), metavar="NAME", launch=True, type=machine_name,
              help="name this machine in the records (default: its CPU's microarchitecture "
              "and cores)"),
-    RunField("commit", ("--commit",), launch=True,
+    RunField("commit", ("--commit",), launch=True, type=commit_name,
              help="the commit of the code being benchmarked (default: the working "
              "directory's git HEAD)"),
     RunField("resume", ("--resume",), action="store_true", launch=True,

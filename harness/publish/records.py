@@ -133,11 +133,9 @@ def stored_texts(entries: list[Entry]) -> list[str | None]:
         if store is None:
             texts[i] = record_text(entry.record)  # a file input's, validated when read
         elif isinstance(getattr(store, "root", None), Path):
-            try:
-                texts[i] = (store.root / entry.row["path"]).read_text(encoding="utf-8",
-                                                                      errors="replace")
-            except OSError:
-                pass  # removed since the index was read: the bundle says so
+            # None where it is gone since the index was read (the bundle says so), or is no
+            # longer a regular file under the store
+            texts[i] = store.record_text(entry.row["path"])
         else:
             wanted = servers.setdefault(id(store), (store, {}))[1]
             wanted.setdefault(entry.view.run_id, []).append(i)

@@ -14,11 +14,13 @@ only through `Names`, which keeps them to safe characters and unique.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.errors import UsageError
+from harness.core.files import RefusedFile, folder_under
 from harness.publish.page import e, render_page
 from harness.publish.records import (
     Bundle,
@@ -64,6 +66,7 @@ class Site:
     workloads: list[str]
 
 
+SAFE_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # what Names and the pages' names give
 _FORKED: Builder | None = None  # the builder a forked page worker inherits
 
 
@@ -220,8 +223,12 @@ class Builder:
         self.reference = reference or (default_reference(runs) if runs else "")
 
     def write(self, relative: str, data: str | bytes) -> None:
-        path = self.out / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write a file of the site: its folder is checked to lie under the site (no `..`, no
+        link; names come from records only through `Names`, this holds whatever made them)."""
+        parent, _, name = relative.rpartition("/")
+        if not SAFE_FILE.fullmatch(name):
+            raise RefusedFile(f"{relative}: not a file name the site writes")
+        path = (folder_under(self.out, parent) if parent else self.out) / name
         if isinstance(data, bytes):
             path.write_bytes(data)
         else:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
-from harness.core.files import TMP_PREFIX
+from harness.core.files import TMP_PREFIX, RefusedFile, read_regular
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record
 from harness.records.store import Store
@@ -27,12 +27,15 @@ class Loaded:
     sources: list[str] = field(default_factory=list)
 
 
-def _read_json(path: Path) -> Any:
-    size = path.stat().st_size
-    if size > MAX_RECORD_BYTES:
-        raise SchemaError(f"{path}: {size} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
+def _read_json(path: Path, within: Path | None = None) -> Any:
+    """A regular file's JSON (at most MAX_RECORD_BYTES; under `within`, where given, every
+    link followed): a FIFO, a device or a link out of a store is never opened."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data, _ = read_regular(path, MAX_RECORD_BYTES, within)
+    except RefusedFile as exc:
+        raise SchemaError(str(exc)) from None
+    try:
+        return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # also integers past the 4300-digit limit
         raise SchemaError(f"{path}: not valid JSON ({one_line(str(exc), 120)})") from None
 
@@ -48,9 +51,9 @@ def records_from_document(document: Any, source: str) -> list[dict[str, Any]]:
     return [check_record(document, source)]
 
 
-def load_file(path: Path, loaded: Loaded) -> None:
+def load_file(path: Path, loaded: Loaded, within: Path | None = None) -> None:
     try:
-        document = _read_json(path)
+        document = _read_json(path, within)
         loaded.records.extend(records_from_document(document, str(path)))
         loaded.sources.append(str(path))
     except SchemaError as exc:
@@ -93,7 +96,7 @@ def load_inputs(paths: list[str]) -> Loaded:
             load_server(name, loaded)
         elif path.is_dir():
             for record_path in machine_folder(path) or Store(path).record_paths():
-                load_file(record_path, loaded)
+                load_file(record_path, loaded, path)
         elif path.is_file():
             load_file(path, loaded)
         elif path.exists():
@@ -191,7 +194,7 @@ def catalog_inputs(paths: list[str]) -> Catalog:
                 rest = [p for p in store.record_paths() if store._relative(p) not in indexed]
                 loose = Loaded()
                 for record_path in rest:
-                    load_file(record_path, loose)
+                    load_file(record_path, loose, path)
                 catalog.warnings += loose.warnings
                 found += [_row_of_record(record) for record in loose.records]
                 continue

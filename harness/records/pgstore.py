@@ -16,7 +16,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
-from harness.records.record import check_record, validate_record
+from harness.core.outputs import clean_text
+from harness.core.text import one_line
+from harness.records.record import MAX_RECORD_BYTES, check_record, validate_record
 from harness.records.store import (
     BASELINE_COLUMNS,
     COLUMNS,
@@ -26,7 +28,7 @@ from harness.records.store import (
     index_cells,
     record_text,
 )
-from harness.records.storeurl import redact, scrub
+from harness.records.storeurl import check_url, redact, scrub
 from harness.records.summary import (
     INTEGER_SUMMARY,
     REAL_SUMMARY,
@@ -38,12 +40,14 @@ TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
 # Columns holding integers; the others hold text (what the directory index holds there).
 INTEGER_COLUMNS = frozenset({"world_size", *INTEGER_SUMMARY, *STAMP_COLUMNS})
+# The largest record text read from the server (a directory store's limit, harness/records/record).
+_TEXT = f"CASE WHEN octet_length(record::text) <= {MAX_RECORD_BYTES} THEN record::text END"
+_CREATE: Any = object()  # _run's `absent` for writers: the table is made where missing
 # An arbitrary constant: the advisory lock that serializes creating and upgrading the table.
 _SCHEMA_LOCK = 0x64746265
 # Connection failures that are the caller's to fix, not a server that is away.
 _CONFIG_PHRASES = ("password authentication failed", "no password supplied", "does not exist",
-                   "pg_hba.conf", "permission denied", "invalid dsn", "invalid uri",
-                   "invalid connection option", "authentication")
+                   "pg_hba.conf", "permission denied", "authentication", "invalid ")
 
 
 class StoreUnreachable(OSError):
@@ -98,6 +102,7 @@ class PostgresStore:
     """The interface of harness.records.store.Store, on a server named by a URL."""
 
     def __init__(self, url: str) -> None:
+        check_url(url)
         self.url = url
         self.shown = redact(url)
         self._ready = False
@@ -123,7 +128,9 @@ class PostgresStore:
             return UsageError(text)
         return StoreError(text)
 
-    def _connect(self) -> Any:
+    def _connect(self, create: bool = True) -> Any:
+        """A connection, with the table ready: created if missing where `create` (a writer),
+        else left absent (a reader writes nothing: it finds no records)."""
         psycopg = _psycopg()
         options: dict[str, Any] = {}
         if "connect_timeout" not in self.url:
@@ -137,19 +144,27 @@ class PostgresStore:
         except ValueError as exc:  # a malformed URL, found before any connection
             raise UsageError(f"store {self.shown}: {scrub(str(exc), self.url)}") from None
         try:
-            if not self._ready:
+            if not self._ready and (create or connection.execute(
+                    "SELECT to_regclass(%s)", (TABLE,)).fetchone()[0] is not None):
                 self._create(connection)
                 self._ready = True
+        except psycopg.Error as exc:
+            connection.close()
+            raise self._failure(exc, "connecting") from None
         except BaseException:
             connection.close()
             raise
         return connection
 
-    def _run(self, doing: str, work: Any) -> Any:
-        """work(connection) on a fresh connection; psycopg errors become ours, scrubbed."""
+    def _run(self, doing: str, work: Any, absent: Any = _CREATE) -> Any:
+        """work(connection) on a fresh connection; psycopg errors become ours, scrubbed. A
+        reader gives `absent`: what it returns where the server holds no table (none is
+        made)."""
         psycopg = _psycopg()
-        connection = self._connect()
+        connection = self._connect(create=absent is _CREATE)
         try:
+            if not self._ready:
+                return absent
             return work(connection)
         except psycopg.Error as exc:
             raise self._failure(exc, doing) from None
@@ -261,7 +276,20 @@ class PostgresStore:
 
     def run_ids(self) -> set[str]:
         return self._run("listing records", lambda connection: {
-            row[0] for row in connection.execute(f"SELECT run_id FROM {TABLE}")})
+            row[0] for row in connection.execute(f"SELECT run_id FROM {TABLE}")}, set())
+
+    def _parsed(self, run_id: Any, text: str | None) -> dict[str, Any]:
+        """A row's record, validated as a file's is (any writer can insert any row); a
+        SchemaError naming the run otherwise."""
+        source = f"{self.shown} run {clean_text(run_id, 200)}"
+        if text is None:
+            raise SchemaError(f"{source}: more than the {MAX_RECORD_BYTES}-byte limit")
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise SchemaError(f"{source}: unreadable record ({one_line(str(exc), 120)})") \
+                from None
+        return check_record(document, source)
 
     def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every readable record, oldest first; rows that are not valid records are reported
@@ -269,12 +297,12 @@ class PostgresStore:
         def fetch(connection: Any) -> list[tuple[str, Any]]:
             with connection.transaction(), connection.cursor(name="dtbench_records") as cursor:
                 cursor.itersize = 200
-                cursor.execute(f"SELECT run_id, record FROM {TABLE} ORDER BY path, run_id")
+                cursor.execute(f"SELECT run_id, {_TEXT} FROM {TABLE} ORDER BY path, run_id")
                 return list(cursor)
 
-        for run_id, document in self._run("reading records", fetch):
+        for run_id, text in self._run("reading records", fetch, []):
             try:
-                yield check_record(document, f"{self.shown} run {run_id}")
+                yield self._parsed(run_id, text)
             except SchemaError as exc:
                 if warnings is not None:
                     warnings.append(f"skipped {exc}")
@@ -283,37 +311,40 @@ class PostgresStore:
         """Every stored record as its row of index columns (columns by name)."""
         return self._run("reading the index", lambda connection: [
             dict(zip(COLUMNS, row, strict=True)) for row in connection.execute(
-                f"SELECT {', '.join(COLUMNS)} FROM {TABLE}")])
+                f"SELECT {', '.join(COLUMNS)} FROM {TABLE}")], [])
 
     def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
                   ) -> Iterator[dict[str, Any]]:
-        """The records of index rows, in full. Every row was validated when added (add and
-        add_new validate), so the documents are only parsed: as text, which json reads
-        faster than psycopg builds jsonb."""
+        """The records of index rows, in full, each validated: add and add_new validate what
+        dtbench writes, but any writer with INSERT can add a row directly."""
         wanted = [row["run_id"] for row in rows]
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start:start + 1000]
             found = self._run("reading records", lambda connection, chunk=chunk: connection.execute(
-                f"SELECT run_id, record::text FROM {TABLE} WHERE run_id = ANY(%s)",
-                (chunk,)).fetchall())
+                f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE run_id = ANY(%s)",
+                (chunk,)).fetchall(), [])
             texts = dict(found)
             for run_id in chunk:
-                if run_id in texts:
-                    yield json.loads(texts[run_id])
-                elif warnings is not None:
-                    warnings.append(f"skipped {self.shown} run {run_id}: gone from the server")
+                try:
+                    if run_id not in texts:
+                        raise SchemaError(f"{self.shown} run {clean_text(run_id, 200)}: gone "
+                                          "from the server")
+                    yield self._parsed(run_id, texts[run_id])
+                except SchemaError as exc:
+                    if warnings is not None:
+                        warnings.append(f"skipped {exc}")
 
     def record_texts(self, run_ids: list[str]) -> Iterator[tuple[str, str]]:
-        """(run_id, the record as JSON text) of each stored run among run_ids, a thousand a
-        query over one connection (a connection each cost publish 2.8 s at 100,000 records:
-        every one authenticates anew)."""
+        """(run_id, the record as JSON text) of each stored run among run_ids of at most
+        MAX_RECORD_BYTES, a thousand a query over one connection (a connection each cost
+        publish 2.8 s at 100,000 records: every one authenticates anew)."""
         psycopg = _psycopg()
-        connection = self._connect()
+        connection = self._connect(create=False)
         try:
-            for start in range(0, len(run_ids), 1000):
-                yield from connection.execute(
-                    f"SELECT run_id, record::text FROM {TABLE} WHERE run_id = ANY(%s)",
-                    (run_ids[start:start + 1000],)).fetchall()
+            for start in range(0, len(run_ids) if self._ready else 0, 1000):
+                yield from ((run_id, text) for run_id, text in connection.execute(
+                    f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE run_id = ANY(%s)",
+                    (run_ids[start:start + 1000],)).fetchall() if text is not None)
         except psycopg.Error as exc:
             raise self._failure(exc, "reading records") from None
         finally:
@@ -326,15 +357,15 @@ class PostgresStore:
                               *(f"{name} = %s" for name in BASELINE_COLUMNS)])
         values = tuple(_cell(name, getattr(spec, name)) for name in BASELINE_COLUMNS)
         rows = self._run("finding a baseline", lambda connection: connection.execute(
-            f"SELECT record FROM {TABLE} WHERE {where} ORDER BY created_at DESC",
+            f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE {where} ORDER BY created_at DESC",
             values).fetchall())
-        return choose_baseline(self._checked(document for (document,) in rows), spec)
+        return choose_baseline(self._checked(rows), spec)
 
-    def _checked(self, documents: Iterator[Any]) -> Iterator[dict[str, Any]]:
-        """The stored documents that are valid records, lazily (others are passed over)."""
-        for document in documents:
+    def _checked(self, rows: Iterable[tuple[Any, str | None]]) -> Iterator[dict[str, Any]]:
+        """The stored rows that are valid records, lazily (others are passed over)."""
+        for run_id, text in rows:
             try:
-                yield check_record(document, self.shown)
+                yield self._parsed(run_id, text)
             except SchemaError:
                 continue
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import SchemaError
+from harness.core.files import RefusedFile, read_regular
 from harness.core.stats import Stats
 from harness.core.text import one_line
 from harness.records.schema import first_violation, shown
@@ -130,25 +132,61 @@ def check_record(record: Any, source: str = "record") -> dict[str, Any]:
     return record
 
 
-def validate_record(record: dict[str, Any]) -> None:
-    """Raise ValueError unless `record` validates: dtbench writing an invalid record is a bug,
-    stopped before the file exists rather than found by the next reader."""
+def _has_nul(node: Any) -> bool:
+    if isinstance(node, str):
+        return "\0" in node
+    if isinstance(node, dict):
+        return any(_has_nul(key) or _has_nul(value) for key, value in node.items())
+    return isinstance(node, list) and any(_has_nul(item) for item in node)
+
+
+def write_violation(record: Any) -> str | None:
+    """What keeps a record out of a store: a schema violation, a NUL character in any text
+    (PostgreSQL's text and jsonb hold none: it would be stripped from a column, or block the
+    table's later reads; a directory store refuses it too, so both take the same records), or
+    more than the MAX_RECORD_BYTES every reader refuses."""
     problem = first_violation(record)
+    if problem is not None:
+        return problem
+    try:
+        text = json.dumps(record)
+        nul = "\\u0000" in text and _has_nul(record)
+    except RecursionError:
+        return "nested too deep for a store"
+    if nul:
+        return "a text holds a NUL character (\\u0000), which no store keeps"
+    if len(text) > MAX_RECORD_BYTES:
+        return f"over the {MAX_RECORD_BYTES}-byte limit every reader of a store keeps to"
+    return None
+
+
+def validate_record(record: dict[str, Any]) -> None:
+    """Raise ValueError unless `record` can be stored: dtbench writing an invalid record is a
+    bug, stopped before the file exists rather than found by the next reader."""
+    problem = write_violation(record)
     if problem is not None:
         raise ValueError(f"dtbench built an invalid record {record.get('run_id')!r}: {problem}")
 
 
-def load_record(path: str | Path) -> dict[str, Any]:
+def load_record(path: str | Path, within: str | Path | None = None
+                ) -> dict[str, Any]:
+    """The validated record in a file; SchemaError naming the file otherwise. Only a regular
+    file of at most MAX_RECORD_BYTES is read (harness/core/files.read_regular), and with
+    `within` only one whose real path lies under that folder."""
+    return load_record_stamped(path, within)[0]
+
+
+def load_record_stamped(path: str | Path, within: str | Path | None = None
+                        ) -> tuple[dict[str, Any], os.stat_result]:
+    """load_record, with the file's status as read (its stamp in an index)."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise SchemaError(f"{path}: {size} bytes exceeds the {MAX_RECORD_BYTES}-byte limit")
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except SchemaError:
-        raise
+        data, status = read_regular(path, MAX_RECORD_BYTES, within)
+        record = json.loads(data.decode("utf-8"))
+    except RefusedFile as exc:  # a FIFO, a device, a link out of the store, too large
+        raise SchemaError(str(exc)) from None
     except (OSError, ValueError, RecursionError) as exc:
         # ValueError: bad UTF-8, bad JSON, or an integer past Python's 4300-digit limit;
         # RecursionError: arrays nested thousands deep.
         raise SchemaError(f"{path}: unreadable record ({one_line(str(exc), 120)})") from None
-    return check_record(record, str(path))
+    return check_record(record, str(path)), status

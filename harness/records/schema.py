@@ -74,7 +74,19 @@ def record_validator() -> Any:
                 yield ValidationError(f"{shown(value)} is not a finite number", path=(index,))
                 return
 
-    fast = validators.extend(Draft202012Validator, {"items": items})
+    plain_pattern = Draft202012Validator.VALIDATORS["pattern"]
+
+    def pattern(validator: Any, regex: str, instance: Any, schema: dict[str, Any]
+                ) -> Iterator[Any]:
+        """`pattern` as JSON Schema's ECMA-262 reads it: `$` is the end of the text (Python's
+        `$` also matches before a final line break, which would let "id\\n" through)."""
+        found = list(plain_pattern(validator, regex, instance, schema))
+        if not found and isinstance(instance, str) and regex.endswith("$") \
+                and instance.endswith("\n"):
+            found = [ValidationError(f"{shown(instance)} does not match {regex!r}")]
+        yield from found
+
+    fast = validators.extend(Draft202012Validator, {"items": items, "pattern": pattern})
     return fast(_inlined({k: v for k, v in schema.items() if k != "$defs"}, schema["$defs"]))
 
 

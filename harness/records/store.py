@@ -1,5 +1,9 @@
 """A results directory: one JSON file per record, never overwritten, under a folder per machine
-and measured commit (or date), and an SQLite index."""
+and measured commit (or date), and an SQLite index kept apart from it (harness/records/index.py).
+
+A store may be someone else's (a colleague's folder, a CI artifact): it is read only through
+regular files under its root (harness/core/files.read_regular), and written only into real
+folders under it (no link followed)."""
 from __future__ import annotations
 
 import json
@@ -7,57 +11,54 @@ import os
 import re
 import sqlite3
 import tempfile
-import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
 from harness.core.fields import baseline_columns, store_columns
-from harness.core.files import TMP_PREFIX, write_atomic
+from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regular, write_atomic
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
 from harness.core.text import one_line
+from harness.records import index
+from harness.records.index import INDEX_TABLE
 from harness.records.machine import machine_label
-from harness.records.record import load_record, validate_record
+from harness.records.record import (
+    MAX_RECORD_BYTES,
+    check_record,
+    load_record,
+    load_record_stamped,
+    validate_record,
+)
 from harness.records.summary import SUMMARY_COLUMNS, summary_cells
 
-INDEX_NAME = "index.sqlite"
-BUSY_TIMEOUT_S = 60
+# The index file stores of earlier versions kept inside themselves: never opened now (a shared
+# store's file is its sharer's), and left where it is.
+LEGACY_INDEX_NAME = "index.sqlite"
 # The spec's columns are those its fields declare; an index with other columns is rebuilt.
 SPEC_COLUMNS = store_columns(RUN_FIELDS)
-# The file's size and modification time when indexed: a file that still has them was validated
-# then, and is only parsed when a command loads it.
+# A server's table has these too (harness/records/pgstore.py), empty there.
 STAMP_COLUMNS = ("file_bytes", "file_mtime_ns")
 COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key",
            *SUMMARY_COLUMNS, *STAMP_COLUMNS)
+# The file's size, times and inode when indexed: a file that still has them was validated
+# then, and is only parsed when a command loads it. The change time and inode cannot be set
+# by whoever writes the file (a tar round trip keeps whole-second mtimes, never these).
+FILE_STAMP = ("file_bytes", "file_mtime_ns", "file_ctime_ns", "file_inode")
+INDEX_COLUMNS = (*COLUMNS, "file_ctime_ns", "file_inode")
 # What a one-rank scaling baseline shares with the run it is the baseline of.
 BASELINE_COLUMNS = baseline_columns(RUN_FIELDS)
 
 
-_CREATE = f"CREATE TABLE {{if_new}}runs ({', '.join(COLUMNS)}, PRIMARY KEY (path))"
-_INSERT = f"INSERT OR REPLACE INTO runs VALUES ({', '.join('?' for _ in COLUMNS)})"
+_CREATE = (f"CREATE TABLE {{if_new}}{INDEX_TABLE} ({', '.join(INDEX_COLUMNS)}, "
+           "PRIMARY KEY (path))")
+_INSERT = (f"INSERT OR REPLACE INTO {INDEX_TABLE} VALUES "
+           f"({', '.join('?' for _ in INDEX_COLUMNS)})")
 
 
 def _columns(connection: sqlite3.Connection) -> tuple[str, ...]:
-    return tuple(row[1] for row in connection.execute("PRAGMA table_info(runs)"))
-
-
-def _enable_wal(connection: sqlite3.Connection) -> None:
-    """Switch the index to WAL, so readers never block the writer. Writers that create a store
-    at the same moment can get `database is locked` here without SQLite waiting out the busy
-    timeout, so this retries for as long as the timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
-    delay = 0.005
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-        time.sleep(delay)
-        delay = min(2 * delay, 0.25)
+    return tuple(row[1] for row in connection.execute(f"PRAGMA table_info({INDEX_TABLE})"))
 
 
 def index_cells(record: dict[str, Any], path: str | None) -> dict[str, Any]:
@@ -97,12 +98,23 @@ def record_folder(record: dict[str, Any]) -> str:
     return f"{_slug(label)}/{_slug(version)}"
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _stamp(status: os.stat_result) -> tuple[int, int, int, int]:
+    return status.st_size, status.st_mtime_ns, status.st_ctime_ns, status.st_ino
+
+
+def _file_stamp(path: Path) -> tuple[int, int, int, int] | None:
     try:
-        stat = path.stat()
+        return _stamp(path.stat())
     except OSError:
         return None
-    return stat.st_size, stat.st_mtime_ns
+
+
+def _indexed_name(name: Any) -> bool:
+    """Whether an index row's path is one the store could hold: relative, no `..`."""
+    if not isinstance(name, str) or not name:
+        return False
+    path = PurePosixPath(name)
+    return not path.is_absolute() and ".." not in path.parts and "\0" not in name
 
 
 def choose_baseline(candidates: Iterable[dict[str, Any]], spec: Any) -> dict[str, Any] | None:
@@ -129,10 +141,12 @@ class Store:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._memory: sqlite3.Connection | None = None  # the index, where the cache is closed
 
     @property
     def index_path(self) -> Path:
-        return self.root / INDEX_NAME
+        """The index's file: in the user's cache, never in the store (harness/records/index)."""
+        return index.index_file(self.root)
 
     def ensure_writable(self) -> None:
         """Create the directory and prove it takes files, or raise UsageError before any run."""
@@ -143,44 +157,71 @@ class Store:
             os.unlink(probe)
         except OSError as exc:
             raise UsageError(f"--out {self.root}: not writable ({exc.strerror or exc})") from None
+        linked = [path for path in (*self.root.glob("*"), *self.root.glob("*/*"))
+                  if path.is_symlink() and path.is_dir()]
+        if linked:
+            raise UsageError(f"--out {self.root}: {linked[0]} is a symbolic link to a folder; "
+                             "dtbench writes records only into real folders under the store")
 
     def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.index_path, timeout=BUSY_TIMEOUT_S)
+        """The index, its table made or rebuilt as this version writes it; an index in memory
+        where the cache cannot be written."""
+        if self._memory is not None:
+            return self._memory
         try:
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_S * 1000}")
-            _enable_wal(connection)
-            connection.execute(_CREATE.format(if_new="IF NOT EXISTS "))
-            if _columns(connection) != COLUMNS:
+            connection, discarded = index.open_index(self.index_path)
+        except (OSError, sqlite3.OperationalError):
+            self._memory = index.memory_index()
+            self._memory.execute(_CREATE.format(if_new=""))
+            index.set_version(self._memory)
+            self._memory.executemany(_INSERT, self._rows(self.record_paths()))
+            return self._memory
+        try:
+            if not discarded and not connection.execute("SELECT name FROM sqlite_master"
+                                                        ).fetchall():
+                connection.execute(_CREATE.format(if_new="IF NOT EXISTS "))  # a new index:
+                index.set_version(connection)  # reconcile_index fills it
+            if _columns(connection) != INDEX_COLUMNS or index.version(connection) \
+                    != index.INDEX_VERSION:
                 self._recreate(connection)
         except BaseException:
             connection.close()
             raise
         return connection
 
+    def _release(self, connection: sqlite3.Connection) -> None:
+        if connection is not self._memory:
+            connection.close()
+
     def _recreate(self, connection: sqlite3.Connection) -> None:
         """Rebuild an index written with other columns (an older version) from the files."""
         rows = self._rows(self.record_paths())
         connection.execute("BEGIN IMMEDIATE")
         try:
-            if _columns(connection) != COLUMNS:
-                connection.execute("DROP TABLE runs")
+            if _columns(connection) != INDEX_COLUMNS or index.version(connection) \
+                    != index.INDEX_VERSION:
+                connection.execute(f"DROP TABLE IF EXISTS {INDEX_TABLE}")
                 connection.execute(_CREATE.format(if_new=""))
                 connection.executemany(_INSERT, rows)
+                index.set_version(connection)
             connection.commit()
         except BaseException:
             connection.rollback()
             raise
 
-    def _row(self, record: dict[str, Any], path: Path) -> tuple[Any, ...]:
+    def _row(self, record: dict[str, Any], path: Path, status: os.stat_result
+             ) -> tuple[Any, ...]:
         cells = index_cells(record, self._relative(path))
-        stat = path.stat()
-        cells.update(file_bytes=stat.st_size, file_mtime_ns=stat.st_mtime_ns)
-        return tuple(_cell(cells[name]) for name in COLUMNS)
+        cells.update(zip(FILE_STAMP, _stamp(status), strict=True))
+        return tuple(_cell(cells[name]) for name in INDEX_COLUMNS)
 
     def _index(self, rows: list[tuple[Any, ...]]) -> None:
-        with self._connect() as connection:
-            connection.executemany(_INSERT, rows)
-        connection.close()
+        connection = self._connect()
+        try:
+            with connection:
+                connection.executemany(_INSERT, rows)
+        finally:
+            self._release(connection)
 
     def folder_for(self, record: dict[str, Any]) -> Path:
         """Where a record goes: <machine>/<commit or date>/ under the root, as asv and
@@ -189,11 +230,15 @@ class Store:
         return self.root / record_folder(record)
 
     def add(self, record: dict[str, Any]) -> Path:
-        """Store a record under a new file name; an existing record is never replaced."""
+        """Store a record under a new file name; an existing record is never replaced. The
+        file goes into a real folder under the root (a symbolic link on the way is refused:
+        UsageError)."""
         validate_record(record)
         text = record_text(record)
-        folder = self.folder_for(record)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder = folder_under(self.root, record_folder(record))
+        except RefusedFile as exc:
+            raise UsageError(f"--out {self.root}: {exc}") from None
         with stop_signals_deferred():
             for attempt in range(100):
                 suffix = "" if attempt == 0 else f"-{attempt}"
@@ -205,7 +250,10 @@ class Store:
                     continue
             else:
                 raise OSError(f"could not find a free file name for run {record['run_id']}")
-            self._index([self._row(record, path)])
+            try:
+                self._index([self._row(record, path, path.lstat())])
+            except (OSError, sqlite3.Error):
+                pass  # the file is the record: the next reader indexes it
         return path
 
     def record_paths(self) -> list[Path]:
@@ -225,16 +273,17 @@ class Store:
         """Every readable record; unreadable files are reported in `warnings` and skipped."""
         for path in self.record_paths():
             try:
-                yield load_record(path)
+                yield load_record(path, self.root)
             except SchemaError as exc:
                 if warnings is not None:
                     warnings.append(f"skipped {exc}")
 
     def rebuild_index(self) -> int:
         """Recreate the index from the record files alone; returns how many were indexed."""
-        self.index_path.unlink(missing_ok=True)
-        for suffix in ("-wal", "-shm"):
-            Path(str(self.index_path) + suffix).unlink(missing_ok=True)
+        if self._memory is not None:
+            self._memory.close()
+            self._memory = None
+        index.discard(self.index_path)
         rows = self._rows(self.record_paths())
         self._index(rows)
         return len(rows)
@@ -245,7 +294,8 @@ class Store:
         rows = []
         for path in paths:
             try:
-                rows.append(self._row(load_record(path), path))
+                record, status = load_record_stamped(path, self.root)
+                rows.append(self._row(record, path, status))
             except SchemaError:
                 continue
         return rows
@@ -253,46 +303,46 @@ class Store:
     def find_baseline(self, spec: Any) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
         batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
-        if not self.index_path.exists():
+        if not self.root.is_dir():
             return None
         connection = self._connect()
         try:
             where = " AND ".join(["status = 'success'", "world_size = 1",
                                   *(f"{name} = ?" for name in BASELINE_COLUMNS)])
             rows = connection.execute(
-                f"SELECT path FROM runs WHERE {where} ORDER BY created_at DESC",
+                f"SELECT path FROM {INDEX_TABLE} WHERE {where} ORDER BY created_at DESC",
                 tuple(getattr(spec, name) for name in BASELINE_COLUMNS)).fetchall()
         finally:
-            connection.close()
-        return choose_baseline(self._loadable(self.root / name for (name,) in rows), spec)
+            self._release(connection)
+        return choose_baseline(self._loadable(name for (name,) in rows), spec)
 
-    @staticmethod
-    def _loadable(paths: Iterator[Path]) -> Iterator[dict[str, Any]]:
-        """The records among `paths` that load, lazily (damaged files are passed over)."""
-        for path in paths:
+    def _loadable(self, names: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        """The records of indexed paths that load, lazily (damaged files are passed over)."""
+        for name in names:
             try:
-                yield load_record(path)
+                if _indexed_name(name):
+                    yield load_record(self.root / name, self.root)
             except SchemaError:
                 continue
 
     def reconcile_index(self) -> int:
         """Bring the index in line with the record files, in place: rows for files it lacks
-        (a store copied without its index, a crash between file and row) or whose size or
-        time changed since, none for files that are gone. Concurrent writers keep their rows
-        (nothing is dropped and rebuilt); an unreadable index is rebuilt. Returns how many
+        (a store copied without its index, a crash between file and row) or whose size, times
+        or inode changed since, none for files that are gone. Concurrent writers keep their
+        rows (nothing is dropped and rebuilt); an unreadable index is rebuilt. Returns how many
         rows changed."""
         try:
             connection = self._connect()
             try:
                 indexed = {row[0]: tuple(row[1:]) for row in connection.execute(
-                    f"SELECT path, {', '.join(STAMP_COLUMNS)} FROM runs")}
+                    f"SELECT path, {', '.join(FILE_STAMP)} FROM {INDEX_TABLE}")}
             finally:
-                connection.close()
+                self._release(connection)
         except sqlite3.DatabaseError:
             return self.rebuild_index()
         paths = {self._relative(p): p for p in self.record_paths()}
         changed = [name for name, path in paths.items()
-                   if name not in indexed or indexed[name] != _stamp(path)]
+                   if name not in indexed or indexed[name] != _file_stamp(path)]
         rows = self._rows([paths[name] for name in sorted(changed)])
         # gone: files deleted, and indexed files changed into something that is no record
         kept = {row[1] for row in rows}
@@ -301,9 +351,13 @@ class Store:
         if rows:
             self._index(rows)
         if gone:
-            with self._connect() as connection:
-                connection.executemany("DELETE FROM runs WHERE path = ?", [(n,) for n in gone])
-            connection.close()
+            connection = self._connect()
+            try:
+                with connection:
+                    connection.executemany(f"DELETE FROM {INDEX_TABLE} WHERE path = ?",
+                                           [(n,) for n in gone])
+            finally:
+                self._release(connection)
         return len(rows) + len(gone)
 
     def summary_rows(self) -> list[dict[str, Any]]:
@@ -312,34 +366,49 @@ class Store:
         self.reconcile_index()
         connection = self._connect()
         try:
-            cursor = connection.execute(f"SELECT {', '.join(COLUMNS)} FROM runs")
-            return [dict(zip(COLUMNS, row, strict=True)) for row in cursor]
+            cursor = connection.execute(f"SELECT {', '.join(INDEX_COLUMNS)} FROM {INDEX_TABLE}")
+            return [dict(zip(INDEX_COLUMNS, row, strict=True)) for row in cursor
+                    if _indexed_name(row[1])]
         finally:
-            connection.close()
+            self._release(connection)
 
     def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
                   ) -> Iterator[dict[str, Any]]:
-        """The records of index rows, in full: a file with the size and time it was indexed
-        with (and validated at) is parsed only; any other is validated again."""
+        """The records of index rows, in full: a file with the stamp it was indexed (and
+        validated) with is parsed only; any other is validated again. Only regular files under
+        the root, of at most MAX_RECORD_BYTES, are read."""
         for row in rows:
-            path = self.root / row["path"]
+            path = self.root / str(row["path"])
             try:
-                if _stamp(path) == (row.get("file_bytes"), row.get("file_mtime_ns")):
-                    yield json.loads(path.read_bytes())
-                else:
-                    yield load_record(path)
-            except (OSError, ValueError, SchemaError) as exc:
+                if not _indexed_name(row["path"]):
+                    raise RefusedFile(f"{row['path']!r}: not a path under {self.root}")
+                data, status = read_regular(path, MAX_RECORD_BYTES, self.root)
+                document = json.loads(data)
+                if _stamp(status) != tuple(row.get(name) for name in FILE_STAMP):
+                    document = check_record(document, str(path))
+                yield document
+            except (OSError, ValueError, RecursionError, SchemaError) as exc:
                 if warnings is not None:
                     warnings.append(f"skipped {one_line(str(exc), 300)}")
 
+    def record_text(self, name: str) -> str | None:
+        """The stored text of an indexed record file (publish copies it as it is), or None
+        where it is gone or no longer a file dtbench reads."""
+        if not _indexed_name(name):
+            return None
+        try:
+            data, _ = read_regular(self.root / name, MAX_RECORD_BYTES, self.root)
+        except OSError:
+            return None
+        return data.decode("utf-8", "replace")
+
     def count_success(self, spec_key: str) -> int:
         """Successful records of one spec (for --resume)."""
-        if not self.index_path.exists():
+        if not self.root.is_dir():
             return 0
-        query = "SELECT COUNT(*) FROM runs WHERE spec_key = ? AND status = 'success'"
-        params: list[Any] = [spec_key]
+        query = f"SELECT COUNT(*) FROM {INDEX_TABLE} WHERE spec_key = ? AND status = 'success'"
         connection = self._connect()
         try:
-            return int(connection.execute(query, params).fetchone()[0])
+            return int(connection.execute(query, (spec_key,)).fetchone()[0])
         finally:
-            connection.close()
+            self._release(connection)

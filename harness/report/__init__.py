@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
+from harness.core.outputs import csv_text
 from harness.records.inputs import Loaded, catalog_inputs
 from harness.records.storeurl import is_store_url, redact
 from harness.records.summary import latest_rows
@@ -74,7 +75,7 @@ def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(["machine", "commit", "workload", "size", "precision", "ranks",
                          "strategy", "experiment", "metric", "value"])
-        writer.writerows(machines.csv_rows(views))
+        writer.writerows([csv_text(cell) for cell in row] for row in machines.csv_rows(views))
         return stream.getvalue()
     report = machines.by_machine(views, reference,
                                  summary=f"{len(views)} record(s) from "

@@ -9,12 +9,12 @@ from __future__ import annotations
 import csv
 import io
 
-from harness.report.view import SPEC_FIELDS, MetricView, RecordView, clean_text, number
+from harness.core.outputs import csv_text
+from harness.report.view import SPEC_FIELDS, MetricView, RecordView, number
 
 COLUMNS = ("run_id", "created_at", "machine", "commit", *SPEC_FIELDS, "status", "error",
            "metric", "unit", "bytes",
            "value", "median", "ci_low", "ci_high", "n")
-_FORMULA_STARTS = ("=", "+", "-", "@")
 _PER_SIZE_UNITS = {"busbw": "GB/s", "algbw": "GB/s", "time_s": "s"}
 
 
@@ -28,10 +28,7 @@ def _bytes(value: float | None) -> str:
 
 def _text(value: object) -> str:
     """Clean text that a spreadsheet shows as text, never evaluates as a formula."""
-    text = clean_text(value)
-    if text[:1] in _FORMULA_STARTS and text != "-" and number(value) is None:
-        return "'" + text
-    return text
+    return csv_text(value)
 
 
 def _metric_cells(metric: MetricView) -> list[str]:

@@ -1,24 +1,16 @@
 """The report as GitHub-flavoured Markdown: tables per workload and per collective."""
 from __future__ import annotations
 
+from harness.core.outputs import markdown_text
 from harness.report.model import NOTES_HEADING, table_heading
 from harness.report.tables import Report, Table
-from harness.report.view import clean_text
-
-# Backslash first, so the escapes added after it are not escaped again.
-_BACKSLASHED = "\\`*_[]|~$"
-_ENTITIES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
 
 
 def md_escape(text: str) -> str:
-    """Text that renders literally in a table cell: no HTML, no emphasis, no links, no cell
-    breaks. `<` and `>` become entities, so a hostile `<script>` never reaches the page."""
-    text = clean_text(text, None)
-    for char, entity in _ENTITIES:
-        text = text.replace(char, entity)
-    for char in _BACKSLASHED:
-        text = text.replace(char, "\\" + char)
-    return text
+    """Text that renders literally in a table cell (harness/core/outputs.markdown_text): no
+    HTML, emphasis, link, image or autolink, no cell break. The report's own texts are cut
+    where they are made, so nothing is cut here."""
+    return markdown_text(text, None)
 
 
 def render_table(table: Table) -> list[str]:

@@ -5,10 +5,10 @@ the format that writes them.
 """
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from typing import Any
 
+from harness.core.secrets import shown_command
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
 from harness.records.experiment import experiment_key, version_of
@@ -54,7 +54,7 @@ def regenerate_command(paths: list[str], fmt: str | None, output: str | None,
                         ("--reference", reference)):
         if value:
             words += [flag, value]
-    return clean_text(shlex.join(words), None)
+    return clean_text(shown_command(words), None)
 
 
 def _key_columns(views: list[RecordView], keys: tuple[tuple[str, str, bool], ...]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.fields import report_columns
 from harness.core.machine_load import is_busy, marked_status
+from harness.core.outputs import clean_text
 from harness.core.spec import RUN_FIELDS
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
 from harness.records.machine import machine_label
@@ -23,31 +23,6 @@ SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", 
                "world_size", "nnodes", "batch_per_rank", "mode")
 # The spec columns: those the run fields declare, with the comm and kernel fields among them.
 SPEC_FIELDS = report_columns(RUN_FIELDS, {"op": 13, "kernel": 15, "pass": 16, "algorithm": 17})
-_UNSAFE_CATEGORIES = {"Cc", "Cf", "Zl", "Zp"}
-
-
-def clean_text(value: Any, limit: int | None = 500) -> str:
-    """`value` as one line of printable text: control and format characters (NUL, ESC, bidi
-    overrides, line breaks) become spaces, lone surrogates U+FFFD; long text is cut."""
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else str(value)
-    if limit is not None:
-        text = text[: limit * 4]
-    if not text.isprintable():  # printable text has no character of those categories
-        chars = []
-        for char in text:
-            category = unicodedata.category(char)
-            if category in _UNSAFE_CATEGORIES:
-                char = " "
-            elif category == "Cs":
-                char = "\ufffd"
-            chars.append(char)
-        text = "".join(chars)
-    flat = " ".join(text.split())
-    if limit is not None and len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
-    return flat
 
 
 def number(value: Any) -> float | None:

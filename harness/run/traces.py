@@ -6,6 +6,7 @@ import base64
 import os
 from typing import Any
 
+from harness.core.files import folder_under
 from harness.records.rundir import RankResult
 
 
@@ -14,8 +15,7 @@ def keep_traces(store: Any, run_id: str, ranks: list[RankResult]) -> list[str]:
     found = [(rank.rank, rank.trace) for rank in ranks if rank.trace]
     if not found:
         return []
-    folder = store.root / "traces" / run_id
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = folder_under(store.root, f"traces/{run_id}")  # no link out of the store
     kept = []
     for number, encoded in found:
         path = folder / f"rank{number}.trace.json.gz"

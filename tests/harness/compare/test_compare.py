@@ -262,7 +262,7 @@ def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
     assert main(["compare", base, cand, "--format", "md"]) == 1
     summary = capsys.readouterr().out
     assert summary.startswith("### dtbench compare ❌")
-    assert "- failed: hep_cnn cand-2: rank 1 exited with code 137" in summary
+    assert "- failed: hep\\_cnn cand-2: rank 1 exited with code 137" in summary  # escaped
     # A failed run in the baseline is the past: it does not fail the candidate.
     assert main(["compare", cand, base]) == 0
     assert "failed" not in capsys.readouterr().err

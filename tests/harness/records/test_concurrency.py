@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from harness.core.files import TMP_PREFIX
+from harness.records.index import INDEX_TABLE
 from harness.records.record import load_record
-from harness.records.store import COLUMNS, INDEX_NAME, Store
+from harness.records.store import COLUMNS, Store
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json").read_text())
 WORKERS = 4
@@ -55,9 +56,10 @@ def _race_to_create(roots: list[str], worker: int, start: Any) -> None:
 
 
 def _index_rows(root: Path) -> list[tuple[Any, ...]]:
-    connection = sqlite3.connect(root / INDEX_NAME)
+    connection = sqlite3.connect(Store(root).index_path)
     try:
-        return connection.execute(f"SELECT {', '.join(COLUMNS)} FROM runs ORDER BY path").fetchall()
+        return connection.execute(f"SELECT {', '.join(COLUMNS)} FROM {INDEX_TABLE} "
+                                  "ORDER BY path").fetchall()
     finally:
         connection.close()
 

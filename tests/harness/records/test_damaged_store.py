@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.files import TMP_PREFIX
+from harness.records.index import INDEX_TABLE
 from harness.records.inputs import load_inputs
-from harness.records.store import INDEX_NAME, Store
+from harness.records.store import Store
 
 GOLDEN_PATH = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
 GOLDEN_TEXT = GOLDEN_PATH.read_text(encoding="utf-8")
@@ -96,9 +97,9 @@ def test_rebuild_index_indexes_only_the_valid_record(
         damaged_store: tuple[Path, Path, list[str]]) -> None:
     root, valid, _ = damaged_store
     assert Store(root).rebuild_index() == 1
-    connection = sqlite3.connect(root / INDEX_NAME)
+    connection = sqlite3.connect(Store(root).index_path)
     try:
-        rows = connection.execute("SELECT run_id, path FROM runs").fetchall()
+        rows = connection.execute(f"SELECT run_id, path FROM {INDEX_TABLE}").fetchall()
     finally:
         connection.close()
     assert rows == [(GOLDEN["run_id"], valid.relative_to(root).as_posix())]
@@ -115,7 +116,7 @@ def test_valid_records_with_odd_index_values_are_indexed(tmp_path: Path) -> None
     connection = sqlite3.connect(store.index_path)
     try:
         rows = {row[0]: row[1:] for row in connection.execute(
-            "SELECT run_id, world_size, spec_key, path FROM runs")}
+            f"SELECT run_id, world_size, spec_key, path FROM {INDEX_TABLE}")}
     finally:
         connection.close()
     assert rows["huge"][0] is None

@@ -8,24 +8,19 @@ port of 127.0.0.1, with scram-sha-256 password authentication for TCP connection
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from typing import Any
 
 import pytest
-from infrastructure import failed_to_start
+from postgres import PASSWORD, ROLE, Server, free_port
 
 from harness.commands.cli import main
 from harness.records.record import check_record
@@ -42,91 +37,9 @@ from harness.records.pgstore import (  # noqa: E402 - needs psycopg
 )
 from harness.records.stores import FallbackStore  # noqa: E402
 
-BIN = Path("/usr/lib/postgresql/15/bin")
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json").read_text())
 REPO_ROOT = Path(__file__).resolve().parents[3]
-PASSWORD = "Pw-7f3q!x9z"  # distinctive: any occurrence in output is a leak
-ROLE = "dtbench"
 WORKERS, PER_WORKER, SHARED = 4, 12, 4
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Server:
-    """A PostgreSQL 15 cluster in a temporary directory, run as the postgres user."""
-
-    def __init__(self) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="dtbench-pg-"))
-        self.data, self.port = self.home / "data", _free_port()
-        self.admin_password = "admin-" + os.urandom(6).hex()
-
-    def _as_postgres(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=60,
-                              check=False)
-
-    def init(self) -> None:
-        (self.home / "pwfile").write_text(self.admin_password + "\n")
-        if os.geteuid() == 0:
-            shutil.chown(self.home, "postgres", "postgres")
-            shutil.chown(self.home / "pwfile", "postgres", "postgres")
-        done = self._as_postgres(str(BIN / "initdb"), "-D", str(self.data), "-U", "postgres",
-                                 "-E", "UTF8", "--auth-local=trust",
-                                 "--auth-host=scram-sha-256",
-                                 f"--pwfile={self.home / 'pwfile'}")
-        if done.returncode != 0:
-            failed_to_start(f"initdb failed: {done.stderr[-500:]}")
-
-    def start(self) -> None:
-        options = (f"-p {self.port} -k {self.home} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-        done = self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
-                                 "-l", str(self.home / "log"), "-w", "-t", "30", "start")
-        if done.returncode != 0:
-            log = (self.home / "log").read_text() if (self.home / "log").exists() else ""
-            failed_to_start(f"pg_ctl start failed: {done.stderr[-300:]} {log[-500:]}")
-
-    def stop(self, mode: str = "fast") -> None:
-        self._as_postgres(str(BIN / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
-
-    def admin(self, sql: str) -> None:
-        url = f"postgresql://postgres:{self.admin_password}@127.0.0.1:{self.port}/postgres"
-        with psycopg.connect(url, autocommit=True) as connection:
-            connection.execute(sql)
-
-    def url(self, database: str, password: bool = True) -> str:
-        secret = f":{PASSWORD}" if password else ""
-        return f"postgresql://{ROLE}{secret}@127.0.0.1:{self.port}/{database}"
-
-
-@pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    if not (BIN / "initdb").is_file():
-        pytest.skip(f"no PostgreSQL 15 binaries in {BIN}")
-    if os.geteuid() == 0 and shutil.which("runuser") is None:
-        pytest.skip("root without runuser: cannot start PostgreSQL as the postgres user")
-    pg = Server()
-    try:
-        pg.init()
-        pg.start()
-        pg.admin(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
-        yield pg
-    finally:
-        pg.stop("immediate")  # the cluster is thrown away: no shutdown checkpoint
-        shutil.rmtree(pg.home, ignore_errors=True)
-
-
-@pytest.fixture
-def url(server: Server, request: pytest.FixtureRequest) -> str:
-    """A fresh database of its own for each test, owned by the test role."""
-    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name)[:40].lower() \
-        + "_" + hashlib.sha1(request.node.name.encode()).hexdigest()[:8]  # parameters
-    server.admin(f"CREATE DATABASE {name} OWNER {ROLE}")
-    return server.url(name)
 
 
 def _record(run_id: str, **notes: Any) -> dict[str, Any]:
@@ -281,7 +194,7 @@ def test_export_and_import_round_trip(url: str, tmp_path: Path,
     assert exported == originals
     assert main(["report", url]) == 0
     report = capsys.readouterr()
-    shown = report.out.replace("\\", "")  # Markdown escapes _ and *
+    shown = unescape(report.out.replace("\\", ""))  # Markdown escapes _ * : @ (no autolink)
     assert "hep_cnn" in shown and "dtbench:***@127.0.0.1" in shown
     assert PASSWORD not in report.out + report.err
 
@@ -320,7 +233,7 @@ def test_a_server_gone_mid_suite_loses_no_run(server: Server, url: str, tmp_path
 
 def test_a_server_down_at_start_keeps_records_locally(tmp_path: Path,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    down = f"postgresql://{ROLE}:{PASSWORD}@127.0.0.1:{_free_port()}/bench"
+    down = f"postgresql://{ROLE}:{PASSWORD}@127.0.0.1:{free_port()}/bench"
     store = FallbackStore(down, tmp_path / "pending")
     store.ensure_writable()
     store.add(_record("offline"))

@@ -13,9 +13,10 @@ import pytest
 from harness.core.errors import UsageError
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.spec import RunSpec
+from harness.records.index import INDEX_TABLE
 from harness.records.machine import machine_label
 from harness.records.record import Metric, build_record, load_record, new_run_id
-from harness.records.store import INDEX_NAME, Store, _slug
+from harness.records.store import Store, _slug
 
 
 def make_record(workload: str = "alexnet", status: str = "success", run_id: str | None = None,
@@ -34,8 +35,8 @@ def index_rows(store: Store) -> list[tuple[Any, ...]]:
     connection = sqlite3.connect(store.index_path)
     try:
         return connection.execute(
-            "SELECT run_id, path, status, workload, size, world_size, spec_key FROM runs "
-            "ORDER BY path").fetchall()
+            "SELECT run_id, path, status, workload, size, world_size, spec_key FROM "
+            f"{INDEX_TABLE} ORDER BY path").fetchall()
     finally:
         connection.close()
 
@@ -186,14 +187,16 @@ def test_store_files_are_indented_json_with_a_trailing_newline(tmp_path: Path) -
     text = path.read_text()
     assert text.endswith("\n")
     assert json.loads(text)["schema_version"] == 1
-    assert (tmp_path / INDEX_NAME).exists()
+    # the index is dtbench's own, in its cache: the store holds the record files alone
+    assert Store(tmp_path).index_path.exists()
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [path.name]
 
 
 def test_reconcile_adds_missing_rows_and_drops_rows_of_deleted_files(tmp_path: Path) -> None:
     store = Store(tmp_path)
     first = store.add(make_record("alexnet"))
     store.add(make_record("lstm"))
-    (tmp_path / INDEX_NAME).unlink()
+    store.index_path.unlink()
     assert store.reconcile_index() == 2
     assert store.reconcile_index() == 0
     (tmp_path / "broken.json").write_text("{", encoding="utf-8")
@@ -217,7 +220,7 @@ def test_reconcile_keeps_rows_it_did_not_write(tmp_path: Path) -> None:
 def test_reconcile_rebuilds_an_unreadable_index(tmp_path: Path) -> None:
     store = Store(tmp_path)
     store.add(make_record("alexnet"))
-    (tmp_path / INDEX_NAME).write_bytes(b"not a database" * 100)
+    store.index_path.write_bytes(b"not a database" * 100)
     assert store.reconcile_index() == 1
     assert len(index_rows(store)) == 1
 
@@ -228,7 +231,7 @@ OLD_COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "ba
 
 
 def test_an_index_with_other_columns_is_rebuilt_from_the_files(tmp_path: Path) -> None:
-    from harness.records.store import COLUMNS
+    from harness.records.store import INDEX_COLUMNS
 
     store = Store(tmp_path)
     record = make_record("alexnet")
@@ -243,10 +246,12 @@ def test_an_index_with_other_columns_is_rebuilt_from_the_files(tmp_path: Path) -
     assert store.count_success(record["spec_key"]) == 1
     connection = sqlite3.connect(store.index_path)
     try:
-        names = tuple(row[1] for row in connection.execute("PRAGMA table_info(runs)"))
+        names = tuple(row[1] for row in connection.execute(
+            f"PRAGMA table_info({INDEX_TABLE})"))
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master")]
     finally:
         connection.close()
-    assert names == COLUMNS
+    assert names == INDEX_COLUMNS and "runs" not in tables
     assert [row[0] for row in index_rows(store)] == [record["run_id"]]
     assert store.reconcile_index() == 0
 

@@ -53,13 +53,24 @@ def machine_records() -> list[dict[str, Any]]:
     return [*records, comm]
 
 
+def _hostile_machine(record: dict[str, Any]) -> dict[str, Any]:
+    """The record on a machine whose label is markup: the schema keeps --machine names to
+    safe characters, so the CPU model (free text from /proc/cpuinfo) carries it."""
+    record["machine"].update(name=None, cpu_vendor=None, cpu_family=None,
+                             cpu_model_number=None, cpu_model=HOSTILE_MACHINE)
+    return record
+
+
 def hostile_records() -> list[dict[str, Any]]:
-    evil = hostile(training("20240311T000000Z-evil"))
-    evil["machine"]["name"] = HOSTILE_MACHINE
-    evil["run_id"] = HOSTILE_RUN_ID
-    good = training("20240311T000001Z-evil-ok", workload="x</td><td>y $\\frac{")
-    good["machine"]["name"] = HOSTILE_MACHINE
+    evil = _hostile_machine(hostile(training("20240311T000000Z-evil")))
+    good = _hostile_machine(training("20240311T000001Z-evil-ok",
+                                     workload="x</td><td>y $\\frac{"))
     return [evil, good]
+
+
+def traversal_record() -> dict[str, Any]:
+    """A record whose run_id would name a file outside the site: refused by the schema."""
+    return {**training("20240311T000002Z-x"), "run_id": HOSTILE_RUN_ID}
 
 
 class Links(HTMLParser):
@@ -122,8 +133,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = write_store(root / "store", machine_records())
     extra = root / "hostile.json"
     extra.write_text(json.dumps(hostile_records()))
+    (root / "traversal.json").write_text(json.dumps(traversal_record()))
     out = root / "site"
-    assert main(["publish", str(store), str(extra), "-o", str(out)]) == 0
+    assert main(["publish", str(store), str(extra), str(root / "traversal.json"),
+                 "-o", str(out)]) == 0
     return out
 
 
@@ -293,7 +306,8 @@ def test_pages_written_by_forked_workers_match_pages_written_in_turn(
     store = site.parent / "store"
     extra = site.parent / "hostile.json"
     out = tmp_path / "serial"
-    assert main(["publish", str(store), str(extra), "-o", str(out)]) == 0
+    assert main(["publish", str(store), str(extra), str(site.parent / "traversal.json"),
+                 "-o", str(out)]) == 0
     serial = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
     index = Path("index.html")  # names the output directory in its regenerate command
     assert serial.pop(index).replace(str(out).encode(), b"OUT") == \

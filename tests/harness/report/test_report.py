@@ -355,7 +355,8 @@ def test_hostile_strings_are_escaped_in_html(
 def test_escaping_helpers() -> None:
     assert md_escape("a|b`c*d_e[f]g<h>i&j\\") == r"a\|b\`c\*d\_e\[f\]g&lt;h&gt;i&amp;j\\"
     assert md_escape("one\ntwo\r\nthree") == "one two three"
-    assert clean_text("a\x00b\x1b[31mc\u202ed\ud800") == "a b [31mc d\ufffd"
+    # an escape sequence goes whole, not just its ESC
+    assert clean_text("a\x00b\x1b[31mc\u202ed\ud800") == "a bc d\ufffd"
     assert clean_text("x" * 600).endswith("…") and len(clean_text("x" * 600)) == 500
 
 

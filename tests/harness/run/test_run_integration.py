@@ -37,10 +37,16 @@ def stored(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return list(Store(root).records(warnings)), warnings
 
 
-def index_count(root: Path) -> int:
-    connection = sqlite3.connect(root / "index.sqlite")
+def index_count(root: Path, cache: Path) -> int:
+    """The rows of the store's index, which the run kept in its cache (never in the store)."""
+    from harness.records.index import INDEX_TABLE
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DTBENCH_CACHE_DIR", str(cache))
+        path = Store(root).index_path
+    connection = sqlite3.connect(path)
     try:
-        return int(connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        return int(connection.execute(f"SELECT COUNT(*) FROM {INDEX_TABLE}").fetchone()[0])
     finally:
         connection.close()
 
@@ -65,15 +71,15 @@ def test_throughput_run_exits_0_with_a_summary(throughput_run: Any) -> None:
     assert result.stdout.count("success") == 4
 
 
-def test_store_holds_four_success_records(throughput_run: Any) -> None:
+def test_store_holds_four_success_records(throughput_run: Any, seeded_cache_dir: Path) -> None:
     _, root = throughput_run
     records, warnings = stored(root)
     assert sorted(r["spec"]["workload"] for r in records) == sorted(WORKLOADS)
     assert all(r["status"] == "success" and r["error"] is None for r in records)
     # The --json list sits beside the records; the store reports it and skips it.
     assert len(warnings) == 1 and "r.json" in warnings[0]
-    assert index_count(root) == 4
-    assert not list(root.glob(".tmp-*"))
+    assert index_count(root, seeded_cache_dir) == 4
+    assert not list(root.glob(".tmp-*")) and not (root / "index.sqlite").exists()
 
 
 def test_json_file_lists_the_same_records(throughput_run: Any) -> None:
