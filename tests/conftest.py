@@ -11,6 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.slowrule import fast_tests_start_no_process  # noqa: E402,F401  (autouse guard)
+
 PeakSeeder = Callable[[Path, float, Iterable[int]], None]
 
 
@@ -20,8 +22,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(tests marked matrix; about an hour on 2 cores)")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `matrix` run only with --matrix (or DTBENCH_MATRIX=1)."""
+    """Tests that start a process are marked `slow` by rule (tests/slowrule.py), before `-m`
+    selects; tests marked `matrix` run only with --matrix (or DTBENCH_MATRIX=1)."""
+    from tests.slowrule import mark_slow
+
+    mark_slow(items)
     if config.getoption("--matrix") or os.environ.get("DTBENCH_MATRIX") == "1":
         return
     kept, dropped = [], []
@@ -38,6 +45,9 @@ def pytest_configure(config: pytest.Config) -> None:
     in every run would add seconds to each; the tests of in-run peaks ask for it."""
     import tempfile
 
+    from harness.records.fingerprint import mpi_version
+
+    mpi_version()  # the one child process every record's fingerprint asks, asked here once
     folder = tempfile.mkdtemp(prefix="dtbench-test-cache-")
     config.stash[_CACHE_KEY] = folder
     os.environ["DTBENCH_CACHE_DIR"] = folder

@@ -115,8 +115,10 @@ def os_name() -> str:
     return f"{platform.system()} ({release})" if release else platform.system()
 
 
+@cache
 def mpi_version() -> dict[str, str] | None:
-    """The MPI implementation mpi4py is linked against, without initialising MPI here."""
+    """The MPI implementation mpi4py is linked against, without initialising MPI here (asked
+    of a child process once per process: every record carries it)."""
     from backends.base import module_available
 
     if not module_available("mpi4py"):
