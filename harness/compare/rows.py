@@ -124,6 +124,12 @@ def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: fl
     return found
 
 
+def run_spread(values: list[float]) -> float:
+    """Half the range of the runs' values over their median, percent."""
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / 2 / abs(middle) * 100.0 if middle else 0.0
+
+
 def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | None,
             threshold_pct: float, resolution_pct: float | None = None) -> ComparisonRow:
     """The row of a metric that was tested: its medians, ratio, test and verdict."""
@@ -167,14 +173,21 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
                                 resolution))
         elif name in VALUE_GATED and before.values and after.values and not deterministic:
+            resolution = None
             if len(before.values) >= MIN_RUNS and len(after.values) >= MIN_RUNS:
                 test, limit = RatioTest.of(before.values, after.values, level="runs"), \
                     threshold_pct
+                # the metric's own noise floor: the spread between each side's runs, in
+                # quadrature (peak memory moved 0.93-1.07 between same-commit runs, which the
+                # throughput threshold of 5% would call regressions)
+                resolution = math.hypot(run_spread(before.values), run_spread(after.values))
             else:
                 test = RatioTest.exact(statistics.median(before.values),
                                        statistics.median(after.values))
                 limit = max(threshold_pct, SINGLE_RUN_LIMIT_PCT)
-            rows.append(_tested(common, test, known.higher_is_better, limit))
+            if noise and name in noise:  # what reruns reach on this machine
+                resolution = max(resolution or 0.0, noise[name])
+            rows.append(_tested(common, test, known.higher_is_better, limit, resolution))
         elif deterministic and before.values and after.values:
             test = RatioTest.exact(statistics.median(before.values),
                                    statistics.median(after.values))

@@ -248,6 +248,26 @@ def test_peak_memory_over_repeated_runs_is_tested_like_samples(
     assert "5/5 runs" in row and row.rstrip().endswith("regression")
 
 
+def test_peak_memory_is_gated_against_its_own_run_to_run_spread(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Same-commit runs whose peak memory moved 0.93-1.07 (as lstm small's did between
+    invocations): a candidate 6% up is within that spread, not a regression; 25% up is."""
+    steps = steady_steps()
+    spread = (0.93, 1.07, 0.95, 1.05, 0.97, 1.03, 0.99, 1.01, 0.94, 1.06)
+    base = [make_record(f"base-{i}", steps, extra_metrics=[
+        Metric("peak_memory", "bytes", 1e9 * f, False)]) for i, f in enumerate(spread)]
+    near = [make_record(f"cand-{i}", steps, extra_metrics=[
+        Metric("peak_memory", "bytes", 1.06e9 * (1 + 0.002 * i), False)]) for i in range(10)]
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "b.json", near)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "peak_memory" in line)
+    assert "below resolution" in row or row.rstrip().endswith("ok")
+    far = [make_record(f"far-{i}", steps, extra_metrics=[
+        Metric("peak_memory", "bytes", 1.25e9 * (1 + 0.002 * i), False)]) for i in range(10)]
+    assert main(["compare", write(tmp_path / "a.json", base),
+                 write(tmp_path / "c.json", far)]) == 1
+
+
 def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     steps = steady_steps()
