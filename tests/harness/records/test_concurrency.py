@@ -125,8 +125,11 @@ def test_four_writers_creating_a_store_at_once_all_succeed(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_four_concurrent_runs_share_one_store(tmp_path: Path, seeded_cache_dir: Path) -> None:
+def test_four_concurrent_runs_share_one_store(tmp_path: Path, seeded_cache_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "store"
+    # the store's index lives in the cache folder: this process reads the runs' one
+    monkeypatch.setenv("DTBENCH_CACHE_DIR", str(seeded_cache_dir))
     env = dict(os.environ, DTBENCH_CACHE_DIR=str(seeded_cache_dir),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                          os.environ.get("PYTHONPATH")])))
