@@ -1,7 +1,7 @@
 """`dtbench report`: tables (Markdown, HTML with plots, CSV) from records and stores.
 
 The output depends only on the records and the command line, never on the time, the input
-order or the working directory, so `dtbench report results -o results/README.md` rewrites
+order or the working directory, so `dtbench report results -o results/report.md` rewrites
 the same bytes until a record changes.
 """
 from __future__ import annotations
