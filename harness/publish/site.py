@@ -21,6 +21,7 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.files import RefusedFile, folder_under
+from harness.publish.fleet import PAGE, fleet_page, has_doctor_records
 from harness.publish.page import e, render_page
 from harness.publish.records import (
     Bundle,
@@ -241,7 +242,8 @@ class Builder:
                       f"{sum(len(chunk) for chunk in self.chunks)} file(s) of records")
         pages = [("index", "")] + [("records", str(i)) for i in range(len(self.chunks))] + \
             [("machine", label) for label in self.machines] + \
-            [("workload", name) for name in self.workloads]
+            [("workload", name) for name in self.workloads] + \
+            [("fleet", "")] * has_doctor_records(entry.record for entry in self.full)
         written = _pages_in_parallel(self, pages)
         machines = records = 0
         for page in pages:
@@ -264,10 +266,11 @@ class Builder:
             write_chunk(self.chunks[int(name)], self.write)
         elif kind == "machine":
             self.write(f"machines/{self.machine_file[name]}.html", self.machine_page(name))
+        elif kind == "fleet":
+            self.write(PAGE, fleet_page(entry.record for entry in self.full))
         else:
             self.write(f"workloads/{self.workload_file[name]}.html", self.workload_page(name))
-        written = self.files[before:]
-        del self.files[before:]
+        written, self.files[before:] = self.files[before:], []
         return written
 
     def _machine_links(self, labels: list[str], root: str, column: int = 0
@@ -328,7 +331,9 @@ class Builder:
                 *_section("Workloads", workloads, "workloads",
                           links={(r, 0): f"workloads/{self.workload_file[name]}.html"
                                  for r, name in enumerate(self.workloads)},
-                          intro="Each workload's page compares the machines that ran it.")]
+                          intro="Each workload's page compares the machines that ran it."),
+                *([f'<p><a href="{PAGE}">The fleet</a>: the nodes\' doctor records.</p>']
+                  if has_doctor_records(x.record for x in self.full) else [])]
         return render_page("dtbench results", body, root="")
 
     def machine_page(self, label: str) -> str:

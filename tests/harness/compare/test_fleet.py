@@ -84,3 +84,16 @@ def test_doctor_fleet_command_names_the_node_and_exits_1(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-m", "harness", "doctor", "--fleet", str(even)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "no node stands out" in done.stdout
+
+
+def test_publish_shows_the_fleet_page(tmp_path: Path) -> None:
+    from harness.commands.cli import main
+
+    store = tmp_path / "records"
+    store.mkdir()
+    for record in six_nodes(slow="node3"):
+        (store / f"{record['run_id']}.json").write_text(json.dumps(record))
+    assert main(["publish", str(store), "-o", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "fleet.html").read_text()
+    assert "6 node(s)" in page and "node3: doctor_gemm_fp32" in page
+    assert 'href="fleet.html"' in (tmp_path / "site" / "index.html").read_text()
