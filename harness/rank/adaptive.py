@@ -131,6 +131,12 @@ def summary(times: Sequence[float], discard: int, reason: str, *, target: float 
         "measured_s": sum(times),
         "achieved_ci_pct": achieved if math.isfinite(achieved) else None,
         "target_met": (achieved <= target) if target is not None else None,
+        # what the interval covers: the steps of this one process. Fresh processes of the
+        # same run fell further apart than that on the project's VMs (0.79-1.27 on Zen 4,
+        # two groups 12% apart on Zen 5, 14.3-19.7 ms on an H200): docs/measurements/
+        # precision.md; --repeat runs fresh processes, and compare and report use their spread
+        "interval_scope": "within this process: the spread between fresh processes of the "
+                          "same run is not in it (--repeat measures it)",
     }
     if adaptive and reason == BUDGET_SPENT:
         out["drifting"] = drifting(kept)

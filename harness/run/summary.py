@@ -22,8 +22,9 @@ def _value(record: dict[str, Any], name: str, scale: float = 1.0, fmt: str = "{:
     return text
 
 
-COLUMNS = ("workload", "size", "backend", "prec", "ws", "bs", "status", "throughput/s (CI95)",
-           "step s", "GFLOP/s", "MFU", "peak mem", "ttt s", "quality")
+COLUMNS = ("workload", "size", "backend", "prec", "ws", "bs", "status",
+           "throughput/s (CI95 in-process)", "step s", "GFLOP/s", "MFU", "peak mem", "ttt s",
+           "quality")
 
 
 def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
