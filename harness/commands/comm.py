@@ -31,29 +31,35 @@ from harness.run.supervisor import Supervisor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--comm", default="gloo", choices=COMM_CHOICES)
-    parser.add_argument("--launcher", default="local", choices=LAUNCHER_CHOICES)
+    parser.add_argument("--comm", default="gloo", choices=COMM_CHOICES,
+                        help="the communication backend measured")
+    parser.add_argument("--launcher", default="local", choices=LAUNCHER_CHOICES,
+                        help="how ranks start (mpirun for --comm mpi)")
     parser.add_argument("-n", "--nproc", type=int_list, default=None, help="ranks per node")
-    parser.add_argument("--nnodes", type=positive_int)
-    parser.add_argument("--node-rank", type=non_negative_int)
-    parser.add_argument("--master-addr")
-    parser.add_argument("--master-port", type=positive_int)
-    parser.add_argument("--hostfile")
+    parser.add_argument("--nnodes", type=positive_int, help="nodes (default 1)")
+    parser.add_argument("--node-rank", type=non_negative_int,
+                        help="this node's rank in a torchrun-style multi-node run")
+    parser.add_argument("--master-addr", help="the rendezvous host of a multi-node run")
+    parser.add_argument("--master-port", type=positive_int, help="the rendezvous port")
+    parser.add_argument("--hostfile", help="mpirun's host file")
     parser.add_argument("--op", default="allreduce",
                       help="comma list of allreduce, allgather, reducescatter, broadcast")
     parser.add_argument("--sizes", default="1K:64M",
                       help="bytes: 4M, a power-of-two range 1K:64M, or a comma list")
-    parser.add_argument("--iters", type=positive_int, default=20)
-    parser.add_argument("--warmup", type=non_negative_int, default=5)
+    parser.add_argument("--iters", type=positive_int, default=20,
+                        help="timed iterations per op and size")
+    parser.add_argument("--warmup", type=non_negative_int, default=5,
+                        help="untimed iterations first")
     parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
-    parser.add_argument("--rank-timeout", type=positive_int, default=120)
+    parser.add_argument("--rank-timeout", type=positive_int, default=120,
+                        help="seconds without progress before a rank counts as hung")
     parser.add_argument("--comm-timeout", type=positive_int, default=600,
                         help="NCCL's watchdog timeout (s)")
-    parser.add_argument("--out", default="results")
+    parser.add_argument("--out", default="results", help="the store the records go to")
     parser.add_argument("--oversubscribe", action="store_true",
                         help="run even when ranks x threads exceed 4x the usable cores")
-    parser.add_argument("--json", dest="json_file")
-    parser.add_argument("-q", "--quiet", action="store_true")
+    parser.add_argument("--json", dest="json_file", help="also write the records to this file")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
 
 
 def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,

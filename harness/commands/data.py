@@ -25,7 +25,8 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from workloads.files import FORMATS
 
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser,
+                                    help="what to do (ACTION -h for its options)")
     actions.required = True
     make = actions.add_parser("make", help="write a dataset of a workload's shape")
     make.add_argument("--workload", "-w", required=True)

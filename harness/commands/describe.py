@@ -10,9 +10,9 @@ from harness.core.spec import SIZES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workload")
-    parser.add_argument("--size", default="full", choices=SIZES)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("workload", help="the workload to describe (dtbench list names them)")
+    parser.add_argument("--size", default="full", choices=SIZES, help="workload preset")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--layers", action="store_true",
                         help="per layer: parameters, activations, FLOPs, parallelism")
     parser.add_argument("--batch", type=positive_int, help="--layers: batch per node "

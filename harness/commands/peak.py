@@ -10,10 +10,13 @@ from harness.core.spec import PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", "-b", default="auto")
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    parser.add_argument("--threads", type=non_negative_int, default=0)
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--backend", "-b", default="auto",
+                        help="cpu, cuda or auto (the best available)")
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                        help="the GEMMs' precision (fp32 on CUDA allows TF32)")
+    parser.add_argument("--threads", type=non_negative_int, default=0,
+                        help="CPU threads (0: every usable core)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def command(args: argparse.Namespace) -> int:

@@ -28,10 +28,12 @@ def _rate(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workload", nargs="?")
+    parser.add_argument("workload", nargs="?", help="the workload to predict")
     parser.add_argument("--strategy", action="append", help="repeatable (default ddp)")
-    parser.add_argument("--strategy-opt", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--nodes", type=int_list, default=int_list(DEFAULT_NODES))
+    parser.add_argument("--strategy-opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the strategy, as for dtbench run (repeatable)")
+    parser.add_argument("--nodes", type=int_list, default=int_list(DEFAULT_NODES),
+                        help="node counts to predict, a comma list")
     parser.add_argument("--network", help="preset (10GbE, ib-100g, aries) or alpha=S,beta=S/B; "
                         "default: fitted from dtbench comm records")
     parser.add_argument("--topology", metavar="SPEC", help="devices=D,intra=LINK,inter=LINK"
@@ -41,14 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="collective algorithm (default ring; auto with --topology)")
     parser.add_argument("--comm", default="gloo", choices=("gloo", "mpi", "nccl"),
                         help="backend whose comm records calibrate the network")
-    parser.add_argument("--size", default="small", choices=SIZES)
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    parser.add_argument("--backend", default="cpu")
+    parser.add_argument("--size", default="small", choices=SIZES, help="workload preset")
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                        help="the precision whose calibration prices compute")
+    parser.add_argument("--backend", default="cpu", help="cpu or cuda: whose records calibrate")
     parser.add_argument("--batch-size", type=positive_int, help="per rank (weak) or global "
                         "(strong); default: the calibration run's")
     parser.add_argument("--threads", type=positive_int, help="threads per rank to calibrate at")
-    parser.add_argument("--scaling", default="weak", choices=("weak", "strong"))
-    parser.add_argument("--compute-from", metavar="RECORD")
+    parser.add_argument("--scaling", default="weak", choices=("weak", "strong"),
+                        help="weak: the batch per rank stays; strong: the global batch stays")
+    parser.add_argument("--compute-from", metavar="RECORD",
+                        help="take the step's compute time from this record")
     parser.add_argument("--compute-rate", type=_rate, metavar="FLOP/S",
                         help="assumed sustained FLOP/s per rank instead of a measured run")
     parser.add_argument("--compute-curve", metavar="B:RATE,...", help="one device's samples/s "

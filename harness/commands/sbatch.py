@@ -262,11 +262,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "suite's largest)")
     parser.add_argument("--cpus-per-task", type=positive_int,
                         help="CPUs (threads) per rank (default: the suite's threads, else 1)")
-    parser.add_argument("--gpus-per-node", type=positive_int)
+    parser.add_argument("--gpus-per-node", type=positive_int,
+                        help="#SBATCH --gpus-per-node (then whole nodes, unless --cpus-per-task)")
     parser.add_argument("--time", default=DEFAULT_TIME, help=f"default {DEFAULT_TIME}")
-    parser.add_argument("--job-name")
-    parser.add_argument("--partition")
-    parser.add_argument("--account")
+    parser.add_argument("--job-name", help="#SBATCH --job-name (default dtbench-SUITE)")
+    parser.add_argument("--partition", help="#SBATCH --partition")
+    parser.add_argument("--account", help="#SBATCH --account")
     parser.add_argument("--log", default=DEFAULT_LOG,
                         help="the job's output file, #SBATCH --output (default "
                              f"{DEFAULT_LOG.replace('%', '%%')})")

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser,
+                                    help="what to do (ACTION -h for its options)")
     actions.required = True
     export = actions.add_parser("export", help="copy a server's records into a directory store")
     export.add_argument("url", metavar="URL", help="postgresql://USER@HOST:PORT/DB")

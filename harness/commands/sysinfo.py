@@ -9,7 +9,7 @@ from harness.core.errors import EXIT_OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def command(args: argparse.Namespace) -> int:
