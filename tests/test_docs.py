@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from harness.commands.cli import build_parser
+from harness.core.metrics import CATALOGUE, PER_RECORD, metric_info
 from harness.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
-METRIC = re.compile(r"Metric\(\s*(f?)\"([^\"]+)\"")
+METRIC = re.compile(r"(?:Metric|measured)\(\s*(f?)\"([^\"]+)\"")
 SPEC_REFERENCE = re.compile(r"SPEC\s+(section\s*|§\s*)\d+")
 
 
@@ -107,6 +108,44 @@ def test_every_emitted_metric_is_documented() -> None:
         elif name not in documented:
             missing.append(name)
     assert not missing, f"metrics emitted but not in docs/spec/metrics.md: {sorted(missing)}"
+
+
+def _documented_metrics() -> list[tuple[str, str, str]]:
+    """(name, unit, better) of every row of the metric tables in docs/spec/metrics.md: each
+    back-quoted name of the first cell (a family as `prefix_*`), the unit and direction
+    cells without their explanation (after a colon or in brackets)."""
+    rows, header = [], False
+    for line in (DOCS / "spec" / "metrics.md").read_text().splitlines():
+        if line.startswith("| name | unit | better |"):
+            header = True
+        elif header and line.startswith("| `"):
+            names, unit, better = (cell.strip() for cell in line.strip("|").split(" | ")[:3])
+            plain = [re.split(r" \(|:", cell)[0].strip() for cell in (unit, better)]
+            rows += [(name, *plain) for name in re.findall(r"`([a-z_0-9*]+)`", names)]
+        elif not line.startswith("|"):
+            header = False
+    return rows
+
+
+def test_the_metric_docs_and_the_catalogue_agree() -> None:
+    """Every documented metric is in the catalogue (harness/core/metrics.py) with the unit and
+    direction the docs give it, and every catalogued metric is documented."""
+    rows = _documented_metrics()
+    assert len(rows) > 50
+    wrong = []
+    for name, unit, better in rows:
+        info = metric_info(name.rstrip("*"))
+        if info is None or (name.endswith("*") and not info.family):
+            wrong.append(f"{name}: not in the catalogue")
+            continue
+        if (info.unit or PER_RECORD, info.better or PER_RECORD) != (unit, better):
+            wrong.append(f"{name}: docs say {unit}, {better}; the catalogue "
+                         f"{info.unit or PER_RECORD}, {info.better or PER_RECORD}")
+    assert not wrong, "docs/spec/metrics.md and harness/core/metrics.py disagree: " + \
+        "; ".join(wrong)
+    documented = {name.rstrip("*") for name, _, _ in rows}
+    missing = [info.name for info in CATALOGUE if info.name not in documented]
+    assert not missing, f"catalogued but not in docs/spec/metrics.md: {missing}"
 
 
 def test_every_strategy_and_option_is_documented() -> None:

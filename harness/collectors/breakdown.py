@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.record import Metric
 
 COMPUTE, EXPOSED = ("forward", "backward"), ("exchange", "wait")
@@ -88,10 +88,9 @@ def time_breakdown(context: CollectContext) -> list[Metric]:
         sources.add(source)
     slowest = max(range(len(ranks)), key=compute.__getitem__)
     spread = max(compute) / min(compute) - 1.0 if min(compute) > 0 else None
-    return [Metric("time_breakdown", "1", max(r["comm_exposed"] for r in per_rank),
-                   higher_is_better=False,
-                   extra={"per_rank": per_rank, "shares": list(SHARES),
-                          "source": sorted(sources),
-                          "slowest_rank": ranks[slowest].rank, "compute_s": compute,
-                          "compute_spread": spread,
-                          "value_is": "the largest exposed-communication share over ranks"})]
+    return [measured("time_breakdown", max(r["comm_exposed"] for r in per_rank),
+                     extra={"per_rank": per_rank, "shares": list(SHARES),
+                            "source": sorted(sources),
+                            "slowest_rank": ranks[slowest].rank, "compute_s": compute,
+                            "compute_spread": spread,
+                            "value_is": "the largest exposed-communication share over ranks"})]

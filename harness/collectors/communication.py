@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.core.traffic import WIRE_VERIFIED
 from harness.records.record import Metric
 
@@ -61,36 +61,33 @@ def communication(context: CollectContext) -> list[Metric]:
         "roles": [r.role for r in ranks]}
     if comm == "nccl":
         common["nccl_algorithm"] = nccl_algorithm(dict(context.spec.env))
-    found = [Metric("comm_bytes", "bytes", statistics.fmean(sum(per_rank[k][i] for k in KINDS)
-                                                           for i in range(len(ranks))),
-                    higher_is_better=False,
-                    samples=[float(t) for t in totals],
-                    extra={**common, "per_rank": [sum(per_rank[k][i] for k in KINDS)
-                                                  for i in range(len(ranks))],
-                           "samples_of": "rank 0's steps",
-                           "expected": sum(expected.values()) if expected else None})]
+    found = [measured("comm_bytes", statistics.fmean(sum(per_rank[k][i] for k in KINDS)
+                                                     for i in range(len(ranks))),
+                      samples=[float(t) for t in totals],
+                      extra={**common, "per_rank": [sum(per_rank[k][i] for k in KINDS)
+                                                    for i in range(len(ranks))],
+                             "samples_of": "rank 0's steps",
+                             "expected": sum(expected.values()) if expected else None})]
     payload = [r for r in ranks if r.comm_payload]
     if payload:
         per_rank_payload = [statistics.fmean(r.comm_payload) for r in payload]
-        found.append(Metric(
-            "comm_payload_bytes", "bytes", statistics.fmean(per_rank_payload),
-            higher_is_better=False, samples=[float(v) for v in payload[0].comm_payload],
+        found.append(measured(
+            "comm_payload_bytes", statistics.fmean(per_rank_payload),
+            samples=[float(v) for v in payload[0].comm_payload],
             extra={"per_rank": per_rank_payload, "samples_of": "rank 0's steps",
                    "counted": "bytes of the tensors each collective or send call was handed"}))
     outside = _outside_steps(ranks)
     if outside:
-        found.append(Metric(
-            "comm_bytes_outside_steps", "bytes",
+        found.append(measured(
+            "comm_bytes_outside_steps",
             statistics.fmean(sum(p["wire"] for p in r.values()) for r in outside),
-            higher_is_better=False,
             extra={"per_rank": outside, "phases": sorted({k for r in outside for k in r}),
                    "counted": "wire bytes per rank over the whole run outside the training "
                               "steps (set-up, evaluation, stop decisions, ...), by phase"}))
     for kind in KINDS:
-        found.append(Metric(f"comm_bytes_{kind}", "bytes", statistics.fmean(per_rank[kind]),
-                            higher_is_better=False,
-                            extra={"per_rank": per_rank[kind],
-                                   "expected": expected.get(kind) if expected else None}))
+        found.append(measured(f"comm_bytes_{kind}", statistics.fmean(per_rank[kind]),
+                              extra={"per_rank": per_rank[kind],
+                                     "expected": expected.get(kind) if expected else None}))
     return found
 
 
@@ -107,10 +104,10 @@ def state_bytes(context: CollectContext) -> list[Metric]:
     if not ranks:
         return []
     totals = [float(sum(r.state_bytes.values())) for r in ranks]
-    return [Metric("state_bytes", "bytes", max(totals), higher_is_better=False,
-                   extra={"per_rank": totals, "by_part": [r.state_bytes for r in ranks],
-                          "roles": [r.role for r in ranks],
-                          "aggregation": "max over ranks; per_rank lists each"})]
+    return [measured("state_bytes", max(totals),
+                     extra={"per_rank": totals, "by_part": [r.state_bytes for r in ranks],
+                            "roles": [r.role for r in ranks],
+                            "aggregation": "max over ranks; per_rank lists each"})]
 
 
 @collector("phases")
@@ -125,10 +122,10 @@ def phases(context: CollectContext) -> list[Metric]:
         per_rank = [statistics.median(step.get(name, 0.0) for step in r.phase_times)
                     for r in ranks]
         lead = [step.get(name, 0.0) for step in ranks[0].phase_times]
-        found.append(Metric(f"phase_{name}", "s", max(per_rank), higher_is_better=False,
-                            samples=lead, extra={"per_rank": per_rank,
-                                                 "aggregation": "median step per rank; value "
-                                                 "is the slowest rank; samples are rank 0's"}))
+        found.append(measured(f"phase_{name}", max(per_rank),
+                              samples=lead, extra={"per_rank": per_rank,
+                                                   "aggregation": "median step per rank; value "
+                                                   "is the slowest rank; samples are rank 0's"}))
     return found
 
 
@@ -149,13 +146,13 @@ def strategy_stats(context: CollectContext) -> list[Metric]:
         per_rank = [r.strategy_stats.get("bubble_fraction") for r in ranks]
         values = [v for v in per_rank if isinstance(v, (int, float))]
         if values:
-            found.append(Metric(
-                "bubble_fraction", "ratio", statistics.fmean(values), higher_is_better=False,
+            found.append(measured(
+                "bubble_fraction", statistics.fmean(values),
                 extra={"per_rank": per_rank, "roles": [r.role for r in ranks],
                        "theory": first.get("bubble_fraction_theory"),
                        "stage_state_bytes": [r.strategy_stats.get("stage_state_bytes")
                                              for r in ranks], **facts}))
     elif facts or first:
-        found.append(Metric("strategy_layout", "ranks", float(len(ranks)), False,
-                            extra={key: value for key, value in first.items()}))
+        found.append(measured("strategy_layout", float(len(ranks)),
+                              extra={key: value for key, value in first.items()}))
     return found

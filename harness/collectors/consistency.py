@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.core.stats import quantile
 from harness.records.record import Metric
 
@@ -20,30 +20,29 @@ def staleness(context: CollectContext) -> list[Metric]:
     samples = sorted(float(v) for r in servers for v in r.strategy_stats["staleness"])
     found = []
     if samples:
-        found.append(Metric("staleness", "versions", statistics.fmean(samples),
-                            higher_is_better=False, samples=samples,
-                            extra={"p50": quantile(samples, 0.5),
-                                   "p99": quantile(samples, 0.99), "max": samples[-1],
-                                   "by_worker": servers[0].strategy_stats.get(
-                                       "staleness_by_worker", {}),
-                                   "aggregation": "mean over every applied gradient of "
-                                                  "every server",
-                                   # stale gradients applied at 1/(1 + staleness) of the rate
-                                   "damp_stale": servers[0].strategy_stats.get(
-                                       "damp_stale", False),
-                                   # the servers' SGD momentum (None: not an SGD optimizer)
-                                   "server_momentum": servers[0].strategy_stats.get(
-                                       "momentum")}))
+        found.append(measured("staleness", statistics.fmean(samples),
+                              samples=samples,
+                              extra={"p50": quantile(samples, 0.5),
+                                     "p99": quantile(samples, 0.99), "max": samples[-1],
+                                     "by_worker": servers[0].strategy_stats.get(
+                                         "staleness_by_worker", {}),
+                                     "aggregation": "mean over every applied gradient of "
+                                                    "every server",
+                                     # stale gradients applied at 1/(1 + staleness) of the rate
+                                     "damp_stale": servers[0].strategy_stats.get(
+                                         "damp_stale", False),
+                                     # the servers' SGD momentum (None: not an SGD optimizer)
+                                     "server_momentum": servers[0].strategy_stats.get(
+                                         "momentum")}))
     lost = [entry for r in servers[:1] for entry in r.strategy_stats.get("lost", [])]
     if lost:
-        found.append(Metric("lost_workers", "workers", float(len(lost)), higher_is_better=False,
-                            extra={"lost": lost, "note": "workers that died mid-run; the "
-                                   "others finished the run without them"}))
+        found.append(measured("lost_workers", float(len(lost)),
+                              extra={"lost": lost, "note": "workers that died mid-run; the "
+                                     "others finished the run without them"}))
     rates = [float(r.strategy_stats.get("updates_per_s", 0.0)) for r in servers]
-    found.append(Metric("updates_per_s", "updates/s", statistics.fmean(rates),
-                        higher_is_better=True,
-                        extra={"per_server": rates, "updates": [r.strategy_stats.get("updates")
-                                                                for r in servers]}))
+    found.append(measured("updates_per_s", statistics.fmean(rates),
+                          extra={"per_server": rates, "updates": [r.strategy_stats.get("updates")
+                                                                  for r in servers]}))
     return found
 
 
@@ -56,9 +55,9 @@ def wait_fraction(context: CollectContext) -> list[Metric]:
         return []
     shares = [sum(step.get("wait", 0.0) for step in r.phase_times) / sum(r.step_times)
               for r in workers]
-    return [Metric("wait_fraction", "fraction", max(shares), higher_is_better=False,
-                   extra={"per_worker": shares,
-                          "aggregation": "max over workers of wait / step time"})]
+    return [measured("wait_fraction", max(shares),
+                     extra={"per_worker": shares,
+                            "aggregation": "max over workers of wait / step time"})]
 
 
 @collector("portions")
@@ -70,11 +69,10 @@ def portions(context: CollectContext) -> list[Metric]:
         return []
     stats = coordinators[0].strategy_stats
     rerun = stats["backups_issued"] + stats["reassigned_portions"]
-    found = [Metric("portions_rerun", "portions", float(rerun), higher_is_better=False,
-                    extra={key: value for key, value in stats.items() if key != "lost"})]
+    found = [measured("portions_rerun", float(rerun),
+                      extra={key: value for key, value in stats.items() if key != "lost"})]
     if stats.get("lost"):
-        found.append(Metric("lost_workers", "workers", float(len(stats["lost"])),
-                            higher_is_better=False,
-                            extra={"lost": stats["lost"], "note": "replicas that died "
-                                   "mid-run; the others finished every batch without them"}))
+        found.append(measured("lost_workers", float(len(stats["lost"])),
+                              extra={"lost": stats["lost"], "note": "replicas that died "
+                                     "mid-run; the others finished every batch without them"}))
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.collectors.timing import step_times_over_ranks
 from harness.records.record import Metric
 
@@ -34,13 +34,13 @@ def data_wait(context: CollectContext) -> list[Metric]:
             "sample_ids_per_rank": [list(d.get("sample_ids") or [])[:MAX_IDS_SHOWN]
                                     for d in fed],
             "aggregation": "the slowest rank's wait per step; value is the median"}
-    found = [Metric("data_wait", "s", statistics.median(per_step), higher_is_better=False,
-                    samples=per_step, extra=info)]
+    found = [measured("data_wait", statistics.median(per_step),
+                      samples=per_step, extra=info)]
     times = step_times_over_ranks(context)
     if times:
         share = statistics.median(per_step) / statistics.median(times)
-        found.append(Metric("data_wait_share", "fraction", share, higher_is_better=False,
-                            extra={"input_bound": share > INPUT_BOUND_SHARE,
-                                   "threshold": INPUT_BOUND_SHARE,
-                                   "definition": "median data_wait / median step_time"}))
+        found.append(measured("data_wait_share", share,
+                              extra={"input_bound": share > INPUT_BOUND_SHARE,
+                                     "threshold": INPUT_BOUND_SHARE,
+                                     "definition": "median data_wait / median step_time"}))
     return found

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.record import Metric
 
 # MLPerf Power asks for at least 60 samples at 1 Hz or faster: a shorter window is reported,
@@ -46,28 +46,26 @@ def energy(context: CollectContext) -> list[Metric]:
     if window is not None and window < MIN_WINDOW_S:
         extra["imprecise"] = (f"measured over {window:.1f} s, under the {MIN_WINDOW_S:.0f} s "
                               "(60 samples at 1 Hz) MLPerf Power asks for")
-    found = [Metric("energy", "J", total, higher_is_better=False, extra=extra)]
+    found = [measured("energy", total, extra=extra)]
     if window:
         marks = {key: extra[key] for key in ("imprecise", "covers") if key in extra}
-        found.append(Metric("power", "W", total / window, higher_is_better=False,
-                            extra={**marks, "window_s": window}))
+        found.append(measured("power", total / window,
+                              extra={**marks, "window_s": window}))
         power = total / window
         rate = context.get("throughput")
         steps = context.ranks[0].energy_steps
         samples = (steps or 0) * context.spec.global_batch
         if context.spec.mode == "ttt" and samples:
-            found.append(Metric("energy_per_sample", "J/sample", total / samples,
-                                higher_is_better=False,
-                                extra={**marks, "method": "energy from run_start to run_stop "
-                                       "over the samples trained (evaluations included)",
-                                       "steps": steps}))
+            found.append(measured("energy_per_sample", total / samples,
+                                  extra={**marks, "method": "energy from run_start to run_stop "
+                                         "over the samples trained (evaluations included)",
+                                         "steps": steps}))
         elif rate is not None and rate.value:
-            found.append(Metric("energy_per_sample", "J/sample", power / rate.value,
-                                higher_is_better=False,
-                                extra={**marks, "method": "power / throughput: a sample's "
-                                       "energy at the measured rate (the median step)",
-                                       "over_samples_trained": total / samples if samples
-                                       else None, "steps": steps}))
+            found.append(measured("energy_per_sample", power / rate.value,
+                                  extra={**marks, "method": "power / throughput: a sample's "
+                                         "energy at the measured rate (the median step)",
+                                         "over_samples_trained": total / samples if samples
+                                         else None, "steps": steps}))
     return found
 
 

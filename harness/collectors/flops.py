@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.record import Metric
 
 
@@ -11,14 +11,12 @@ from harness.records.record import Metric
 def flops(context: CollectContext) -> list[Metric]:
     if context.flops_per_sample is None:
         return []
-    found = [Metric("flops_per_sample", "FLOP", float(context.flops_per_sample),
-                    higher_is_better=False,
-                    extra={"method": "torch.utils.flop_counter on the meta device, fwd+bwd"})]
+    found = [measured("flops_per_sample", float(context.flops_per_sample),
+                      extra={"method": "torch.utils.flop_counter on the meta device, fwd+bwd"})]
     rate = context.get("throughput")
     if rate is not None and rate.value is not None:
-        found.append(Metric(
-            "achieved_flops", "FLOP/s", context.flops_per_sample * rate.value,
-            higher_is_better=True,
+        found.append(measured(
+            "achieved_flops", context.flops_per_sample * rate.value,
             samples=[context.flops_per_sample * s for s in rate.samples or []]))
     return found
 
@@ -110,23 +108,23 @@ def mfu(context: CollectContext) -> list[Metric]:
         extra = {**extra, "mfu_withheld": (
             f"{what} {fastest:.4g} FLOP/s exceeds the peak {total_peak:.4g} FLOP/s "
             f"({extra['peak_source']}): the peak was measured low, so MFU is not published")}
-    found = [Metric("peak_flops", "FLOP/s", total_peak, higher_is_better=True, extra=extra),
-             Metric("memory_bandwidth", "B/s", extra["memory_bandwidth"], higher_is_better=True,
-                    extra={"peak_source": extra["peak_source"], "method": "copy of a large "
-                           "float32 buffer: bytes read + written per second"})]
+    found = [measured("peak_flops", total_peak, extra=extra),
+             measured("memory_bandwidth", extra["memory_bandwidth"],
+                      extra={"peak_source": extra["peak_source"], "method": "copy of a large "
+                             "float32 buffer: bytes read + written per second"})]
     if achieved is not None and rate is not None and 0 < total_peak and "mfu_withheld" not in extra:
         readings = extra.get("readings", {})
         # A reading below the achieved rate (the peak is the higher one) would give a ratio
         # above 1: it is named, not divided by.
-        found.append(Metric("mfu", "1", rate / total_peak, higher_is_better=True,
-                            samples=[s / total_peak for s in achieved.samples or []],
-                            extra={"peak_source": extra["peak_source"],
-                                   "against_each_reading": {
-                                       when: rate / value
-                                       for when, value in readings.items() if value >= rate},
-                                   "readings_below_achieved": sorted(
-                                       when for when, value in readings.items()
-                                       if value < rate)}))
+        found.append(measured("mfu", rate / total_peak,
+                              samples=[s / total_peak for s in achieved.samples or []],
+                              extra={"peak_source": extra["peak_source"],
+                                     "against_each_reading": {
+                                         when: rate / value
+                                         for when, value in readings.items() if value >= rate},
+                                     "readings_below_achieved": sorted(
+                                         when for when, value in readings.items()
+                                         if value < rate)}))
     found += _spec_sheet_mfu(context, rate, achieved, extra)
     return found
 
@@ -147,10 +145,10 @@ def _spec_sheet_mfu(context: CollectContext, rate: float | None, achieved: Any,
         return []
     devices = int(extra.get("devices") or 1)
     total = per_device * devices
-    return [Metric("mfu_spec", "1", rate / total, higher_is_better=True,
-                   samples=[s / total for s in achieved.samples or []],
-                   extra={"datasheet": sheet.name, "source": sheet.source,
-                          "peak_per_device": per_device, "devices": devices,
-                          "precision": spec.precision,
-                          "method": "achieved FLOP/s over the datasheet's dense peak of the "
-                                    "run's precision (fp32 on CUDA: TF32) times the devices"})]
+    return [measured("mfu_spec", rate / total,
+                     samples=[s / total for s in achieved.samples or []],
+                     extra={"datasheet": sheet.name, "source": sheet.source,
+                            "peak_per_device": per_device, "devices": devices,
+                            "precision": spec.precision,
+                            "method": "achieved FLOP/s over the datasheet's dense peak of the "
+                                      "run's precision (fp32 on CUDA: TF32) times the devices"})]

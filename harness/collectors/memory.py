@@ -1,7 +1,7 @@
 """peak_memory: peak resident (CPU) or allocated (device) bytes, max over ranks."""
 from __future__ import annotations
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.record import Metric
 
 
@@ -11,8 +11,8 @@ def peak_memory(context: CollectContext) -> list[Metric]:
     if not values:
         return []
     kind = "allocated device memory" if context.spec.backend == "cuda" else "resident set"
-    found = [Metric("peak_memory", "bytes", float(max(values)), higher_is_better=False,
-                    extra={"per_rank": values, "kind": kind})]
+    found = [measured("peak_memory", float(max(values)),
+                      extra={"per_rank": values, "kind": kind})]
     # Beside the allocated peak on a GPU: what the caching allocator reserved, and what NVML
     # saw in use on the board (context, NCCL's buffers, other processes), max over ranks.
     for name, key, what in (
@@ -25,6 +25,6 @@ def peak_memory(context: CollectContext) -> list[Metric]:
         per_rank = [r.memory.get(key) for r in context.ranks]
         known = [v for v in per_rank if v is not None]
         if known:
-            found.append(Metric(name, "bytes", float(max(known)), higher_is_better=False,
-                                extra={"per_rank": per_rank, "kind": what}))
+            found.append(measured(name, float(max(known)),
+                                  extra={"per_rank": per_rank, "kind": what}))
     return found

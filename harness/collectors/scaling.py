@@ -6,7 +6,7 @@ reduce to throughput_N / (N x throughput_1); the baseline record is named in the
 """
 from __future__ import annotations
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.record import Metric, metric
 
 
@@ -22,9 +22,9 @@ def scaling_efficiency(context: CollectContext) -> list[Metric]:
     base_batch = baseline["spec"]["batch_per_rank"]
     kind = "weak" if base_batch == spec.batch_per_rank else "strong"
     n = spec.world_size
-    return [Metric("scaling_efficiency", "1", rate.value / (n * base_rate), higher_is_better=True,
-                   extra={"kind": kind, "world_size": n, "baseline_run_id": baseline["run_id"],
-                          "baseline_throughput": base_rate,
-                          "baseline_threads": baseline["spec"].get("threads"),
-                          "threads_per_rank": spec.threads,
-                          "definition": "throughput_N / (N x throughput_1)"})]
+    return [measured("scaling_efficiency", rate.value / (n * base_rate),
+                     extra={"kind": kind, "world_size": n, "baseline_run_id": baseline["run_id"],
+                            "baseline_throughput": base_rate,
+                            "baseline_threads": baseline["spec"].get("threads"),
+                            "threads_per_rank": spec.threads,
+                            "definition": "throughput_N / (N x throughput_1)"})]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.collectors.base import CollectContext, collector
+from harness.collectors.base import CollectContext, collector, measured
 from harness.records.definitions import step_time_metric, throughput_metric
 from harness.records.record import Metric
 
@@ -42,14 +42,14 @@ def _independent_throughput(context: CollectContext) -> list[Metric]:
     batch = context.spec.batch_per_rank
     steps = min(len(times) for times in per_rank)
     rates = [batch / statistics.median(times) for times in per_rank]
-    return [Metric("throughput", "samples/s", sum(rates), higher_is_better=True,
-                   samples=[sum(batch / times[i] for times in per_rank) for i in range(steps)],
-                   extra={"global_batch": context.spec.global_batch, "measured_steps": steps,
-                          "per_worker": rates,
-                          "aggregation": "sum over workers of batch_per_rank / that "
-                                         "worker's median step time (workers do not wait "
-                                         "for each other)",
-                          "overall": sum(batch * len(t) / sum(t) for t in per_rank)})]
+    return [measured("throughput", sum(rates),
+                     samples=[sum(batch / times[i] for times in per_rank) for i in range(steps)],
+                     extra={"global_batch": context.spec.global_batch, "measured_steps": steps,
+                            "per_worker": rates,
+                            "aggregation": "sum over workers of batch_per_rank / that "
+                                           "worker's median step time (workers do not wait "
+                                           "for each other)",
+                            "overall": sum(batch * len(t) / sum(t) for t in per_rank)})]
 
 
 @collector("throughput")
@@ -75,9 +75,9 @@ def first_step_time(context: CollectContext) -> list[Metric]:
     if not firsts:
         return []
     warmed = max(len(r.warmup_times) for r in context.ranks)
-    return [Metric("first_step_time", "s", max(firsts), higher_is_better=False,
-                   extra={"warmup_steps": warmed, "warmup_requested": context.spec.warmup,
-                          "aggregation": "max over ranks of the first warm-up step"})]
+    return [measured("first_step_time", max(firsts),
+                     extra={"warmup_steps": warmed, "warmup_requested": context.spec.warmup,
+                            "aggregation": "max over ranks of the first warm-up step"})]
 
 
 @collector("tokens_per_s", stage=1)
@@ -92,7 +92,7 @@ def tokens_per_s(context: CollectContext) -> list[Metric]:
     tokens = get_workload(context.spec.workload).tokens_per_sample(context.spec.size)
     if not tokens:
         return []
-    return [Metric("tokens_per_s", "tokens/s", rate.value * tokens, higher_is_better=True,
-                   samples=[s * tokens for s in rate.samples or []] or None,
-                   extra={"tokens_per_sample": tokens,
-                          "aggregation": "throughput x tokens per sample"})]
+    return [measured("tokens_per_s", rate.value * tokens,
+                     samples=[s * tokens for s in rate.samples or []] or None,
+                     extra={"tokens_per_sample": tokens,
+                            "aggregation": "throughput x tokens per sample"})]

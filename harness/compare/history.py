@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.compare.stats import bootstrap_ratio_ci, mann_whitney_p
 from harness.core.fields import store_columns
 from harness.core.spec import RUN_FIELDS
+from harness.core.stats import bootstrap_ratio_ci, mann_whitney_p
 from harness.records.experiment import distinct_labels, experiment_key, machine_of, version_of
 from harness.records.record import metric as find_metric
 from harness.records.summary import SPEC_SUMMARY

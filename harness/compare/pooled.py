@@ -6,19 +6,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.compare.stats import finite_samples
+from harness.core import metrics as catalogue
 from harness.core.outputs import clean_text
-from harness.microbench.kernels import metrics as kernel
+from harness.core.stats import finite_samples
 from harness.records.definitions import center
-
-# Constants of the model or the machine, not of the run: a change there is not a regression.
-NOT_COMPARED = frozenset({"flops_per_sample", "peak_flops", "grad_bytes_per_step",
-                          "bytes_sent_per_rank", "memory_bandwidth", *kernel.CONSTANT_METRICS})
-# docs/spec/metrics.md, for foreign records whose metrics do not say which way is better.
-KNOWN_DIRECTIONS = {"throughput": True, "step_time": False, "achieved_flops": True, "mfu": True,
-                    "peak_memory": False, "time_to_train": False, "scaling_efficiency": True,
-                    "algbw": True, "busbw": True, "latency": False, "energy": False,
-                    "power": False, "energy_per_sample": False}
 
 
 @dataclass
@@ -62,11 +53,14 @@ def pool_metrics(records: list[dict[str, Any]]) -> dict[str, PooledMetric]:
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 continue
             name = clean_text(entry["name"], 100)  # a record's text: a terminal shows it
-            if name in NOT_COMPARED:
+            # a constant of the model, kernel or machine: a change there is not a regression
+            if catalogue.compare_role(name) == catalogue.CONSTANT:
                 continue
+            # the record's own direction first (a foreign metric keeps working from it); the
+            # catalogue's for a record that leaves it out
             direction = entry.get("higher_is_better")
             if not isinstance(direction, bool):
-                direction = KNOWN_DIRECTIONS.get(name)
+                direction = catalogue.higher_is_better(name)
             metric = pooled.setdefault(name, PooledMetric(clean_text(entry.get("unit")), direction))
             samples = entry.get("samples")
             run = finite_samples(samples if isinstance(samples, list) else []).tolist()

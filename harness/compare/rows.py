@@ -11,8 +11,9 @@ import numpy as np
 
 from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.pooled import pool_metrics
-from harness.compare.stats import ALPHA, RatioTest, ratio_of
+from harness.core import metrics as catalogue
 from harness.core.outputs import markdown_text
+from harness.core.stats import ALPHA, RatioTest, holm_survivors, ratio_of
 from harness.core.text import render_table
 from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.experiment import experiment_key
@@ -21,21 +22,16 @@ from harness.records.record import finite_json
 # Records whose values are computed, not measured: the same inputs give the same numbers, so
 # values are compared as they are (a prediction changed or it did not).
 DETERMINISTIC_TASKS = frozenset({"prediction"})
-# Metrics of one value per run that gate too: with MIN_RUNS runs a side they are tested like
-# any sample; from one run a side only a change beyond SINGLE_RUN_LIMIT_PCT counts (identical
-# one-rank runs of lstm small peaked at 0.99 and 1.21 GiB on a 2-core VM: 22% apart).
-VALUE_GATED = frozenset({"peak_memory", "time_to_train", "energy_per_sample"})
+# From one run a side a metric the catalogue gates by its value (harness/core/metrics.py:
+# VALUE) counts only beyond SINGLE_RUN_LIMIT_PCT (identical one-rank runs of lstm small peaked
+# at 0.99 and 1.21 GiB on a 2-core VM: 22% apart); with MIN_RUNS runs a side it is tested like
+# any sample.
 SINGLE_RUN_LIMIT_PCT = 25.0
-# Diagnostics: tested and shown, never failing the gate. Phases are far noisier than their step;
-# FLOP/s and MFU restate the throughput: gating them multiplies the false alarms of one change
-# (docs/measurements/precision.md).
-DIAGNOSTIC, DIAGNOSTIC_PREFIX = frozenset({"achieved_flops", "mfu", "mfu_spec", "data_wait",
-                                           "data_wait_share", "energy", "power"}), "phase_"
 
 
 def gates(metric: str) -> bool:
     """Whether a change of this metric can fail the gate (else it is a diagnostic)."""
-    return not (metric in DIAGNOSTIC or metric.startswith(DIAGNOSTIC_PREFIX))
+    return catalogue.compare_role(metric) != catalogue.DIAGNOSTIC
 
 
 # Repeats per side from which runs, not steps, are the unit of the statistics.
@@ -172,7 +168,8 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
                 resolution = max(resolution or 0.0, noise[name])
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
                                 resolution))
-        elif name in VALUE_GATED and before.values and after.values and not deterministic:
+        elif catalogue.compare_role(name) == catalogue.VALUE and before.values \
+                and after.values and not deterministic:
             resolution = None
             if len(before.values) >= MIN_RUNS and len(after.values) >= MIN_RUNS:
                 test, limit = RatioTest.of(before.values, after.values, level="runs"), \
@@ -320,15 +317,11 @@ def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]
     many specs must not turn the 5% chance of one false alarm per metric into a near
     certainty of one per comparison. A regression or improvement whose p-value does not
     survive the correction becomes ok. Diagnostics fail nothing and stay out of the family."""
-    tested = sorted((row for row in rows if row.test is not None and row.gated
-                     and row.test.level in P_LEVELS), key=lambda row: row.test.p_value)
-    surviving: set[int] = set()
-    for rank, row in enumerate(tested):
-        if row.test.p_value > alpha / (len(tested) - rank):
-            break
-        surviving.add(id(row))
-    demoted = {id(row) for row in tested
-               if row.verdict in (REGRESSION, IMPROVED) and id(row) not in surviving}
+    tested = [row for row in rows if row.test is not None and row.gated
+              and row.test.level in P_LEVELS]
+    surviving = holm_survivors([row.test.p_value for row in tested], alpha)  # type: ignore
+    demoted = {id(row) for row, kept in zip(tested, surviving, strict=True)
+               if row.verdict in (REGRESSION, IMPROVED) and not kept}
     return [replace(row, verdict=OK) if id(row) in demoted else row for row in rows]
 
 

@@ -33,7 +33,6 @@ EVAL_SAMPLES = constants.EVAL_SAMPLES
 SEED = constants.SEED
 STATUS_SUCCESS = constants.SUCCESS
 STATUS_ABORTED = constants.ABORTED
-EVAL_QUALITY = "eval_quality"
 
 
 class RunLog:

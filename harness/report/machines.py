@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from harness.core.errors import UsageError
+from harness.core.metrics import metric_info
 from harness.core.stats import bootstrap_ratio_ci
 from harness.records.experiment import (
     experiment_key,
@@ -30,15 +31,14 @@ from harness.report.model import Report, Section, Table
 from harness.report.units import Scale, choose_scale
 from harness.report.view import RecordView, clean_text, number
 
-# (metric, heading, higher is better, unit when the records do not say)
-MACHINE_METRICS = (("throughput", "throughput", True, "samples/s"),
-                   ("tokens_per_s", "throughput in tokens", True, "tokens/s"),
-                   ("throughput_per_core", "throughput per core or device", True, "samples/s"),
-                   ("time_to_train", "time to train", False, "s"),
-                   ("mfu", "MFU", True, "1"),
-                   ("peak_memory", "peak memory", False, "bytes"),
-                   ("energy_per_sample", "energy per sample", False, "J/sample"),
-                   ("scaling_efficiency", "scaling efficiency", True, "1"))
+# (metric, heading); a metric's unit where the records do not say is the catalogue's
+MACHINE_METRICS = (("throughput", "throughput"), ("tokens_per_s", "throughput in tokens"),
+                   ("throughput_per_core", "throughput per core or device"),
+                   ("time_to_train", "time to train"), ("mfu", "MFU"),
+                   ("peak_memory", "peak memory"), ("energy_per_sample", "energy per sample"),
+                   ("scaling_efficiency", "scaling efficiency"))
+# Not a recorded metric: throughput over the cores (or devices) a run had, in throughput's unit.
+PER_CORE = "throughput_per_core"
 SYSTEM_COLUMNS = (("system_name", "machine"), ("host_processor_model_name", "CPU"),
                   ("host_processor_microarchitecture", "microarchitecture"),
                   ("host_processor_core_count", "cores"),
@@ -57,7 +57,7 @@ def experiment(view: RecordView) -> tuple[str, ...]:
 
 
 def _value(view: RecordView, name: str) -> float | None:
-    if name != "throughput_per_core":
+    if name != PER_CORE:
         return view.value(name)
     throughput = view.value("throughput")
     gpus = len(view.machine.get("gpus") or []) if view.text("backend") == "cuda" else 0
@@ -141,9 +141,11 @@ def _cell(values: list[float], reference: list[float] | None, scale: Scale) -> s
     return f"{shown} ({ratio:.2f}×)"
 
 
-def _unit(views: list[RecordView], name: str, fallback: str) -> str:
+def _unit(views: list[RecordView], name: str) -> str:
+    """The unit the records give a metric, else the catalogue's."""
     found = next((view.metrics[name].unit for view in views if name in view.metrics), "")
-    return found or fallback
+    info = metric_info("throughput" if name == PER_CORE else name)
+    return found or (info.unit if info and info.unit else "")
 
 
 def why_no_row(views: list[RecordView], machine: str, heading: str,
@@ -169,13 +171,13 @@ def why_no_row(views: list[RecordView], machine: str, heading: str,
 
 
 def metric_table(views: list[RecordView], found: Cells, name: str, heading: str,
-                 fallback: str, order: list[str], workload: str | None = None) -> Table:
+                 order: list[str], workload: str | None = None) -> Table:
     """One metric's table: a row per experiment, a column per machine, notes beneath."""
     keys = sorted(found.values[name], key=lambda k: (experiment(found.first[k]), k))
     specs = [found.first[key].spec for key in keys]
     extra, left = identity_columns(specs, SHOWN)
     having = [v for m in found.values[name].values() for vs in m.values() for v in vs]
-    scale = choose_scale(name, _unit(views, name, fallback), having)
+    scale = choose_scale(name, _unit(views, name), having)
     reference = order[0]
     present = {m for by in found.values[name].values() for m in by}
     columns = [m for m in order if m in present]  # the reference first, where it has a row
@@ -215,8 +217,8 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
                          f"{', '.join(machines)}")
     order = [reference, *(m for m in machines if m != reference)]
     found = cells(runs)
-    tables = [metric_table(views, found, name, heading, unit, order, workload)
-              for name, heading, _, unit in MACHINE_METRICS if found.values[name]]
+    tables = [metric_table(views, found, name, heading, order, workload)
+              for name, heading in MACHINE_METRICS if found.values[name]]
     compared = "; ".join(f"{m}: {', '.join(sorted(found.versions[m]))}"
                          for m in order if found.versions.get(m))
     intro = (f"Medians over each machine's runs of an experiment at its latest version of the "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.core.metrics import BINARY, LONG_TIME, PERCENT, SI, STEP_TIME, TIME, scale_of
 from harness.report.view import MetricView
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -39,24 +40,26 @@ def format_number(value: float | None) -> str:
 
 
 def choose_scale(name: str, unit: str, values: list[float]) -> Scale:
-    """The unit a column of `values` reads best in: GFLOP/s, MiB, ms, %, ..."""
+    """The unit a column of `values` reads best in: GFLOP/s, MiB, ms, %, ... as the metric
+    catalogue (harness/core/metrics.py) declares its scale, or as its unit suggests."""
     largest = max((abs(v) for v in values), default=0.0)
-    if unit == "1" and name != "quality":
+    scale = scale_of(name, unit)
+    if scale == PERCENT:
         return Scale("%", 0.01)
-    if unit in ("FLOP/s", "FLOP"):
+    if scale == SI:
         for factor, prefix in _SI[:4]:
             if largest >= factor:
                 return Scale(prefix + unit, factor)
         return Scale(unit)
-    if unit in ("bytes", "B"):
+    if scale == BINARY:
         for factor, label in _BINARY:
             if largest >= factor:
                 return Scale(label, factor)
         return Scale("B")
-    if unit == "s":
-        if name == "step_time" or 0 < largest < 1:
+    if scale in (TIME, STEP_TIME, LONG_TIME):
+        if scale == STEP_TIME or 0 < largest < 1:
             return Scale("µs", 1e-6) if 0 < largest < 1e-3 else Scale("ms", 1e-3)
-        if largest >= 600 and name == "time_to_train":
+        if largest >= 600 and scale == LONG_TIME:
             return Scale("min", 60.0)
         return Scale("s")
     return Scale(unit)

@@ -1,14 +1,13 @@
 """Names shared by kernel records and their readers (report, compare), in a module that
-imports nothing heavy: the task name, the spec fields that tell kernels apart, and the
-metrics that are constants of a kernel or of the machine rather than measurements."""
+imports nothing heavy: the task name and the spec fields that tell kernels apart (which
+metrics are constants of a kernel or of the machine, the metric catalogue says:
+harness/core/metrics.py)."""
 from __future__ import annotations
 
 from typing import Any
 
 TASK = "kernel"
 KEY_FIELDS = ("kernel", "pass", "algorithm", "threads")
-CONSTANT_METRICS = ("kernel_flops", "kernel_bytes", "arithmetic_intensity", "peak_flops",
-                    "memory_bandwidth", "attainable_flops", "share_of_roof", "max_rel_error")
 
 
 def kernel_label(spec: dict[str, Any]) -> str:

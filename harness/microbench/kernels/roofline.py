@@ -21,7 +21,6 @@ from harness.microbench.kernels.shapes import (
 )
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-MEMORY_KERNELS = ("copy", "triad")
 
 
 def element_bytes(precision: str) -> int:

@@ -7,7 +7,6 @@ from typing import Any
 from harness.core.text import size_label
 
 CONV_PASSES = ("fwd", "bwd_data", "bwd_weights")
-PASS_ORDER = {name: index for index, name in enumerate(("-", *CONV_PASSES))}
 
 
 def _pair(values: tuple[int, int]) -> str:

@@ -13,7 +13,7 @@ import pytest
 from harness.commands.cli import main
 from harness.compare.matching import match_specs
 from harness.compare.rows import compare_records
-from harness.compare.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
+from harness.core.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
 from harness.records.record import Metric
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"

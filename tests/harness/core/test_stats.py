@@ -149,3 +149,13 @@ def test_median_ci_of_a_million_samples_is_fast_enough_to_run_here() -> None:
     samples = np.sort(np.random.default_rng(0).normal(size=1_000_000))
     low, high = median_ci(samples)
     assert -0.01 < low < 0 < high < 0.01
+
+
+def test_holm_keeps_the_p_values_that_survive_in_order() -> None:
+    """m = 4 at alpha 0.05: the smallest against 0.0125, the next 0.0167, then 0.025, 0.05;
+    the first to fail ends the run, whatever comes after it."""
+    from harness.core.stats import holm_survivors
+
+    assert holm_survivors([0.04, 0.001, 0.012, 0.03]) == [False, True, True, False]
+    assert holm_survivors([0.01, 0.011, 0.012, 0.013]) == [True, True, True, True]
+    assert holm_survivors([]) == []

@@ -1,0 +1,201 @@
+"""The metric catalogue: every metric dtbench writes, declared once.
+
+A metric's unit, which way is better, how a table scales it, what it means and how `compare`
+treats it are read from here by the collectors (which write them into records), by compare
+(which direction a foreign record leaves out) and by report (which scale a column takes);
+docs/spec/metrics.md documents the same names, units and directions, and tests/test_docs.py
+holds the two together. A record states its own unit and direction, and readers keep
+preferring the record's: records written before a change here read as they were written, and
+a metric the catalogue does not know still compares by what its record says.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Which way is better; None where each record states it (a workload's quality target, a
+# doctor check's own direction).
+HIGHER, LOWER = "higher", "lower"
+# The unit or direction of a metric whose records each state their own, as the docs write it.
+PER_RECORD = "per record"
+
+# How `compare` treats a metric. GATED: its samples are tested and a regression fails the gate.
+# VALUE: one value per run, gated too (from MIN_RUNS runs a side like samples, else only beyond
+# compare's single-run limit). DIAGNOSTIC: tested and shown, never failing the gate (phases are
+# far noisier than their step; FLOP/s and MFU restate the throughput, and gating them multiplies
+# the false alarms of one change: docs/measurements/precision.md). CONSTANT: a constant of the
+# model, the kernel or the machine, not of the run: a change there is not a regression, so it
+# is not compared at all.
+GATED, VALUE, DIAGNOSTIC, CONSTANT = "gated", "value", "diagnostic", "constant"
+
+# How a report column of the metric is scaled (harness/report/units.py does the arithmetic).
+PERCENT = "percent"        # a share (unit 1) shown as %
+SI = "si"                  # FLOP, FLOP/s with M, G, T, P prefixes
+BINARY = "binary"          # bytes as KiB, MiB, GiB, TiB
+TIME = "time"              # seconds, ms or µs below a second
+STEP_TIME = "step time"    # always ms (µs below a millisecond): steps compare in one scale
+LONG_TIME = "long time"    # seconds, minutes from 10 minutes up (time to train)
+AS_STORED = "as stored"    # the value in the record's own unit
+
+
+def scale_for_unit(unit: str) -> str:
+    """The scale a unit reads best in where its metric declares none (or is unknown)."""
+    if unit == "1":
+        return PERCENT
+    if unit in ("FLOP/s", "FLOP"):
+        return SI
+    if unit in ("bytes", "B"):
+        return BINARY
+    return TIME if unit == "s" else AS_STORED
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    """One metric (or, with `family`, every metric named `name` + a suffix): its unit, which
+    way is better, its report scale, a one-line definition and its role in `compare`."""
+
+    name: str
+    unit: str | None
+    better: str | None
+    definition: str
+    compare: str = GATED
+    scale: str | None = None
+    family: bool = False
+
+    @property
+    def higher_is_better(self) -> bool | None:
+        """The record's `higher_is_better`; None where each record states its own."""
+        return None if self.better is None else self.better == HIGHER
+
+    def scale_of(self, unit: str) -> str:
+        """The report scale of a column in `unit`: the declared one where the record's unit
+        is the catalogue's (an older record's other unit is scaled by that unit)."""
+        if self.scale is not None and (self.unit is None or unit == self.unit):
+            return self.scale
+        return scale_for_unit(unit)
+
+
+def _metric(name: str, unit: str | None, better: str | None, definition: str,
+            compare: str = GATED, scale: str | None = None) -> MetricInfo:
+    if scale is None and unit is not None:
+        scale = scale_for_unit(unit)
+    return MetricInfo(name, unit, better, definition, compare, scale, name.endswith("_"))
+
+
+CATALOGUE: tuple[MetricInfo, ...] = (
+    # training runs (dtbench run)
+    _metric("throughput", "samples/s", HIGHER, "global samples per second: the global batch "
+            "over the median step time"),
+    _metric("tokens_per_s", "tokens/s", HIGHER, "throughput x the tokens a sample holds "
+            "(language models)"),
+    _metric("step_time", "s", LOWER, "wall time per step, the slowest rank's", scale=STEP_TIME),
+    _metric("first_step_time", "s", LOWER, "the first warm-up step (compilation shows here)"),
+    _metric("flops_per_sample", "FLOP", LOWER, "forward + backward FLOPs per sample",
+            CONSTANT),
+    _metric("achieved_flops", "FLOP/s", HIGHER, "flops_per_sample x throughput", DIAGNOSTIC),
+    _metric("peak_flops", "FLOP/s", HIGHER, "measured GEMM peak of the same devices",
+            CONSTANT),
+    _metric("memory_bandwidth", "B/s", HIGHER, "a large copy, timed beside the peak",
+            CONSTANT),
+    _metric("mfu", "1", HIGHER, "achieved_flops / peak_flops", DIAGNOSTIC),
+    _metric("mfu_spec", "1", HIGHER, "achieved_flops over the device's datasheet peak",
+            DIAGNOSTIC),
+    _metric("time_breakdown", "1", LOWER, "each rank's median step as shares; the value is "
+            "the largest exposed-communication share"),
+    _metric("peak_memory", "bytes", LOWER, "peak resident set (CPU) or allocated device "
+            "memory, the largest over ranks", VALUE),
+    _metric("peak_memory_reserved", "bytes", LOWER, "CUDA: the peak the caching allocator "
+            "reserved"),
+    _metric("device_memory_used", "bytes", LOWER, "CUDA: bytes in use on the board as NVML "
+            "saw them"),
+    _metric("time_to_train", "s", LOWER, "run_start to run_stop until the quality target, "
+            "evaluation included", VALUE, scale=LONG_TIME),
+    _metric("samples_to_target", "samples", LOWER, "global samples trained until the target "
+            "was reached"),
+    _metric("quality", None, None, "final quality in the target's own metric and direction",
+            scale=AS_STORED),
+    _metric("scaling_efficiency", "1", HIGHER, "throughput_N / (N x throughput_1) against "
+            "the one-rank record"),
+    _metric("comm_bytes", "bytes", LOWER, "wire bytes a rank sends per training step"),
+    _metric("comm_payload_bytes", "bytes", LOWER, "bytes of the tensors a rank hands to its "
+            "collectives per step"),
+    _metric("comm_bytes_outside_steps", "bytes", LOWER, "wire bytes per rank outside the "
+            "training steps"),
+    _metric("comm_bytes_", "bytes", LOWER, "comm_bytes split by what the bytes are"),
+    _metric("state_bytes", "bytes", LOWER, "parameters + gradients + optimizer state a rank "
+            "holds"),
+    _metric("phase_", "s", LOWER, "per-phase step time, the slowest rank's", DIAGNOSTIC),
+    _metric("bubble_fraction", "1", LOWER, "pipeline: idle share of a stage"),
+    _metric("strategy_layout", "ranks", LOWER, "the ranks and the role of each"),
+    _metric("staleness", "versions", LOWER, "server version at apply minus the gradient's"),
+    _metric("updates_per_s", "updates/s", HIGHER, "parameter servers: updates applied per "
+            "second"),
+    _metric("wait_fraction", "fraction", LOWER, "share of a worker's step blocked on servers "
+            "or communication"),
+    _metric("lost_workers", "workers", LOWER, "workers that died mid-run"),
+    _metric("portions_rerun", "portions", LOWER, "sandblaster: portions computed again"),
+    _metric("data_wait", "s", LOWER, "seconds a step waited for its batch", DIAGNOSTIC),
+    _metric("data_wait_share", "fraction", LOWER, "median data_wait / median step_time",
+            DIAGNOSTIC),
+    _metric("doctor_", None, None, "dtbench doctor: one metric per measured check"),
+    _metric("energy", "J", LOWER, "energy of the measured window from a counter", DIAGNOSTIC),
+    _metric("power", "W", LOWER, "energy over the window's seconds", DIAGNOSTIC),
+    _metric("energy_per_sample", "J/sample", LOWER, "a sample's energy at the measured rate",
+            VALUE),
+    # collectives (dtbench comm)
+    _metric("algbw", "GB/s", HIGHER, "bytes / time, the whole buffer (nccl-tests)"),
+    _metric("busbw", "GB/s", HIGHER, "algbw x the collective's bus factor (nccl-tests)"),
+    _metric("latency", "s", LOWER, "time of the smallest size"),
+    # kernels (dtbench kernels)
+    _metric("time", "s", LOWER, "median time of one call of the kernel"),
+    _metric("kernel_flops", "FLOP", HIGHER, "analytic FLOPs of the kernel", CONSTANT),
+    _metric("kernel_bytes", "bytes", LOWER, "compulsory traffic of the kernel", CONSTANT),
+    _metric("effective_flops", "FLOP/s", HIGHER, "kernel_flops / time"),
+    _metric("achieved_bandwidth", "B/s", HIGHER, "kernel_bytes / time"),
+    _metric("arithmetic_intensity", "FLOP/B", HIGHER, "kernel_flops / kernel_bytes",
+            CONSTANT),
+    _metric("attainable_flops", "FLOP/s", HIGHER, "the roof: min(peak, intensity x "
+            "bandwidth)", CONSTANT),
+    _metric("share_of_roof", "1", HIGHER, "achieved / roof", CONSTANT),
+    _metric("max_rel_error", "1", LOWER, "largest relative error against direct convolution",
+            CONSTANT),
+    # predictions (dtbench predict)
+    _metric("compute_time", "s", LOWER, "the predicted step's compute"),
+    _metric("comm_time", "s", LOWER, "the predicted step's communication"),
+    _metric("comm_share", "1", LOWER, "share of the predicted step not covered by compute"),
+    _metric("strategy_overhead", "s", LOWER, "a strategy's own work measured at one rank"),
+    _metric("rank_wait", "s", LOWER, "what waiting for the slowest synchronous rank adds"),
+    # older records
+    _metric("grad_bytes_per_step", "bytes", LOWER, "gradient bytes per step (records before "
+            "comm_bytes)", CONSTANT),
+    _metric("bytes_sent_per_rank", "bytes", LOWER, "ring allreduce bytes per rank (records "
+            "before comm_bytes)", CONSTANT),
+)
+METRICS = {info.name: info for info in CATALOGUE}
+
+
+def metric_info(name: str) -> MetricInfo | None:
+    """The catalogue's entry for a metric name (an exact name before its family's), or None
+    for a metric dtbench does not write (a foreign record's)."""
+    found = METRICS.get(name)
+    if found is not None:
+        return found
+    families = [info for info in CATALOGUE if info.family and name.startswith(info.name)]
+    return max(families, key=lambda info: len(info.name)) if families else None
+
+
+def higher_is_better(name: str) -> bool | None:
+    """Which way is better for a metric its record leaves undirected; None where unknown."""
+    found = metric_info(name)
+    return found.higher_is_better if found else None
+
+
+def compare_role(name: str) -> str:
+    """How `compare` treats a metric (GATED for one the catalogue does not know)."""
+    found = metric_info(name)
+    return found.compare if found else GATED
+
+
+def scale_of(name: str, unit: str) -> str:
+    """The report scale of a metric's column whose records are in `unit`."""
+    found = metric_info(name)
+    return found.scale_of(unit) if found else scale_for_unit(unit)

@@ -1,0 +1,117 @@
+"""The metric catalogue: one entry per metric, families by prefix, and every metric any writer
+puts in a record agreeing with it."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from harness.core.metrics import (
+    AS_STORED,
+    BINARY,
+    CATALOGUE,
+    CONSTANT,
+    DIAGNOSTIC,
+    GATED,
+    HIGHER,
+    LOWER,
+    PERCENT,
+    STEP_TIME,
+    TIME,
+    VALUE,
+    compare_role,
+    higher_is_better,
+    metric_info,
+    scale_of,
+)
+
+HARNESS = Path(__file__).resolve().parents[3] / "harness"
+
+
+def test_each_metric_is_declared_once_with_known_values() -> None:
+    names = [info.name for info in CATALOGUE]
+    assert len(names) == len(set(names))
+    for info in CATALOGUE:
+        assert info.better in (HIGHER, LOWER, None), info.name
+        assert info.compare in (GATED, VALUE, DIAGNOSTIC, CONSTANT), info.name
+        assert info.family == info.name.endswith("_"), info.name
+        assert info.definition and "\n" not in info.definition, info.name
+        assert info.scale is not None or info.unit is None, info.name  # else by the unit
+
+
+def test_a_family_answers_for_its_members_and_an_exact_name_comes_first() -> None:
+    assert metric_info("phase_forward").name == "phase_"  # type: ignore[union-attr]
+    assert metric_info("comm_bytes_gradient").name == "comm_bytes_"  # type: ignore[union-attr]
+    assert metric_info("comm_bytes_outside_steps").name == "comm_bytes_outside_steps"  # type: ignore[union-attr]  # noqa: E501
+    assert metric_info("comm_bytes").name == "comm_bytes"  # type: ignore[union-attr]
+    doctor = metric_info("doctor_gemm_fp32")
+    assert doctor is not None and doctor.unit is None and doctor.higher_is_better is None
+
+
+def test_an_unknown_metric_is_gated_and_scaled_by_its_unit() -> None:
+    assert metric_info("foreign_metric") is None
+    assert higher_is_better("foreign_metric") is None
+    assert compare_role("foreign_metric") == GATED
+    assert scale_of("foreign_metric", "1") == PERCENT
+    assert scale_of("foreign_metric", "bytes") == BINARY
+    assert scale_of("foreign_metric", "widgets") == AS_STORED
+
+
+def test_compare_roles_are_the_ones_compare_used_to_list() -> None:
+    assert {n for n in ("peak_memory", "time_to_train", "energy_per_sample")
+            if compare_role(n) == VALUE} == {"peak_memory", "time_to_train", "energy_per_sample"}
+    for name in ("achieved_flops", "mfu", "mfu_spec", "data_wait", "data_wait_share", "energy",
+                 "power", "phase_backward"):
+        assert compare_role(name) == DIAGNOSTIC, name
+    for name in ("flops_per_sample", "peak_flops", "memory_bandwidth", "kernel_flops",
+                 "share_of_roof", "grad_bytes_per_step"):
+        assert compare_role(name) == CONSTANT, name
+    assert compare_role("throughput") == compare_role("step_time") == GATED
+
+
+def test_a_declared_scale_holds_only_for_the_catalogues_unit() -> None:
+    assert scale_of("step_time", "s") == STEP_TIME
+    assert scale_of("step_time", "ms") == AS_STORED  # a foreign record's own unit
+    assert scale_of("quality", "1") == AS_STORED  # accuracy is not shown as a percentage
+    assert scale_of("mfu", "1") == PERCENT
+    assert scale_of("bubble_fraction", "ratio") == AS_STORED  # records before unit 1
+    assert scale_of("latency", "s") == TIME
+
+
+def _written_metrics() -> list[tuple[str, str, str, bool]]:
+    """(file, name, unit, higher_is_better) of every Metric(...) in harness/ whose name,
+    unit and direction are literals."""
+    found = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "Metric" and len(node.args) >= 3):
+                continue
+            direction = [k.value for k in node.keywords if k.arg == "higher_is_better"] \
+                or node.args[3:4]
+            name, unit = node.args[0], node.args[1]
+            if isinstance(name, ast.JoinedStr) and isinstance(name.values[0], ast.Constant):
+                name = name.values[0]
+            literal = [name, unit, *direction]
+            if len(literal) == 3 and all(isinstance(n, ast.Constant) for n in literal):
+                found.append((path.name, name.value, unit.value, direction[0].value))
+    return found
+
+
+def test_every_metric_a_writer_spells_out_agrees_with_the_catalogue() -> None:
+    """The predictor, the kernel benchmarks and the pytest-benchmark reader write their own
+    Metric(...): each one's unit and direction must be the catalogue's."""
+    written = _written_metrics()
+    assert {"step_time", "throughput", "time", "compute_time"} <= {w[1] for w in written}
+    wrong = []
+    for where, name, unit, direction in written:
+        info = metric_info(name)
+        if info is None or (info.unit, info.higher_is_better) != (unit, direction):
+            wrong.append(f"{where}: {name} {unit} {direction} against {info}")
+    assert not wrong
+
+
+@pytest.mark.parametrize("name", [info.name for info in CATALOGUE if not info.family])
+def test_every_exact_name_finds_itself(name: str) -> None:
+    assert metric_info(name).name == name  # type: ignore[union-attr]
