@@ -10,6 +10,7 @@ from harness.core.spec import RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
 from harness.predict.overhead import StrategyOverhead
+from harness.strategies.options import Option
 from workloads.layers import LayerFacts, layer_table
 
 PARAM_BYTES = 4  # fp32 master weights (autocast keeps them, and DDP's gradients, in fp32)
@@ -65,7 +66,9 @@ class Context:
     scaling (the ranks share it); options are the strategy's, defaults filled in;
     core_sharing >= 1 slows compute when a node's ranks need more cores than it has;
     overheads are the strategies' measured per-step work (harness.predict.overhead); fusion
-    replaces DDP's buckets by Horovod's tensor fusion (dataparallel.fused).
+    replaces DDP's buckets by Horovod's tensor fusion (dataparallel.fused); strategy is the
+    registered name being priced (model.predict sets it), so a step model reads its class's
+    traits and its own measured work through it rather than naming a strategy itself.
     """
 
     facts: WorkloadFacts
@@ -78,6 +81,7 @@ class Context:
     core_sharing: float = 1.0
     overheads: dict[str, StrategyOverhead] = field(default_factory=dict)
     fusion: tuple[float, float] | None = None  # Horovod fusion: (threshold bytes, cycle s)
+    strategy: str = ""
 
     @property
     def element_bytes(self) -> int:
@@ -94,23 +98,31 @@ class Context:
         return self.compute.step(samples, synchronous_ranks) * self.core_sharing
 
     def option(self, name: str) -> Any:
+        """An option of the strategy priced (its class's default filled in where not given)."""
         return self.options[name]
 
-    def run_at(self, strategy: str, nodes: int) -> RunSpec:
+    def shared_option(self, option: Option) -> Any:
+        """The value of an option that machinery shared between strategies reads (DDP's
+        buckets inside localsgd's subgroups and hybrid's groups, the overlap of FSDP2's
+        exchange in fsdp-tp): the strategy's own where it declares it, else the declared
+        default of the strategy that owns it."""
+        return self.options.get(option.name, option.default)
+
+    def run_at(self, nodes: int) -> RunSpec:
         """The run this context describes at `nodes` ranks: the strategy class's traits
         (servers, workers, pushers) are read through it rather than known here twice."""
         batch = self.batch if self.scaling == "weak" else max(1, self.batch // nodes)
         return RunSpec(self.facts.workload, self.facts.size, precision=self.precision,
-                       nproc_per_node=nodes, batch_per_rank=int(batch), strategy=strategy,
+                       nproc_per_node=nodes, batch_per_rank=int(batch), strategy=self.strategy,
                        strategy_options=tuple(sorted(self.options.items())))
 
-    def with_overhead(self, strategy: str, estimate: StepEstimate, missing: str = ""
-                      ) -> StepEstimate:
+    def with_overhead(self, estimate: StepEstimate, missing: str = "") -> StepEstimate:
         """The estimate plus the strategy's measured per-step work, said in its notes (or the
         `missing` note when there is no measurement). That work is CPU time in each rank's own
         process, so core sharing slows it as it slows compute; it is added as measured (the
         median step), not as the slowest of n ranks: one run's steps do not separate its
         spread from the compute's."""
+        strategy = self.strategy
         measured = self.overheads.get(strategy)
         if measured is None:
             return replace(estimate, notes=(*estimate.notes, missing)) if missing else estimate

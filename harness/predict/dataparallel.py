@@ -11,7 +11,9 @@ import math
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
-from harness.strategies.ddp import COMPRESSION_RATIO
+from harness.strategies.ddp import BUCKET_MB, COMPRESSION, COMPRESSION_RATIO
+from harness.strategies.fsdp import RESHARD
+from harness.strategies.options import OVERLAP
 
 FIRST_BUCKET_BYTES = 2**20  # DDP closes its first bucket at 1 MiB, so reduction starts early
 UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hooks) is not "
@@ -20,7 +22,7 @@ UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hoo
 
 def gradient_scale(ctx: Context) -> float:
     """Bytes on the wire per fp32 gradient byte under the run's compression hook."""
-    name = str(ctx.options.get("compression", "none"))
+    name = str(ctx.shared_option(COMPRESSION))
     if name not in COMPRESSION_RATIO:
         raise NotModelled(f"compression {name!r} is not modelled (only fp16, bf16, none)")
     return COMPRESSION_RATIO[name]
@@ -41,7 +43,7 @@ def buckets(ctx: Context, scale: float = 1.0) -> list[tuple[float, float]]:
         current += layer.parameters * PARAM_BYTES
         if current >= cap:
             found.append((current * scale, done / total))
-            cap, current = float(ctx.options.get("bucket_mb", 25)) * 2**20, 0.0
+            cap, current = float(ctx.shared_option(BUCKET_MB)) * 2**20, 0.0
     if current > 0:
         found.append((current * scale, 1.0))
     return found
@@ -70,7 +72,7 @@ def fused_allreduce(ctx: Context, ranks: int, backward: float, scale: float = 1.
     allreduce); overlap=0 starts the first cycle when the backward pass ends."""
     threshold, cycle = ctx.fusion or (float("inf"), 0.0)
     ready = _ready(ctx, backward)
-    overlap = bool(ctx.options.get("overlap", True))
+    overlap = bool(ctx.shared_option(OVERLAP))
     clock, busy, taken, began = (0.0 if overlap else backward), 0.0, 0, -math.inf
     while taken < len(ready):
         # a cycle after the last one began, once its allreduces ended and a gradient is ready
@@ -96,7 +98,7 @@ def overlapped_allreduce(ctx: Context, ranks: int, backward: float, scale: float
     if ctx.fusion:
         return fused_allreduce(ctx, ranks, backward, scale)
     clock, busy = 0.0, 0.0
-    overlap = bool(ctx.options.get("overlap", True))
+    overlap = bool(ctx.shared_option(OVERLAP))
     for size, ready in buckets(ctx, scale):
         took = ctx.network.time("allreduce", size, ranks)
         busy += took
@@ -128,7 +130,7 @@ def zero1(ctx: Context, nodes: int) -> StepEstimate:
     step = ddp(ctx, nodes)
     shards = nodes * ctx.network.time("broadcast", ctx.facts.param_bytes / nodes, nodes)
     comm = {**step.comm, "broadcast (parameter)": shards}
-    return ctx.with_overhead("zero1", StepEstimate(
+    return ctx.with_overhead(StepEstimate(
         step.step_time + shards, step.samples_per_step, step.compute_time, comm,
         volumes.zero1(ctx.facts.param_bytes, nodes, gradient_ratio=gradient_scale(ctx)),
         ("the optimizer's own time is not divided by n",)))
@@ -151,9 +153,9 @@ def fsdp_exchange(ctx: Context, forward: float, backward: float, units: list[flo
     units = units or [0.0]
     gather = [ctx.network.time("allgather", size, ranks) for size in units]
     scatter = [ctx.network.time("reducescatter", size, ranks) for size in units]
-    reshard = bool(ctx.options.get("reshard_after_forward", True))
+    reshard = bool(ctx.shared_option(RESHARD))
     hidden = (sum(gather[:-1]) if reshard else 0.0) + sum(scatter[1:])
-    if bool(ctx.options.get("overlap", True)):
+    if bool(ctx.shared_option(OVERLAP)):
         step_forward = gather[0] + max(forward, sum(gather[1:]))
         step_backward = (gather[-1] if reshard else 0.0) + max(backward, hidden) + scatter[0]
     else:
@@ -186,10 +188,10 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     run it is not priced, and a note says so."""
     samples = ctx.rank_batch(nodes)
     total, forward, backward = _phases(ctx, samples, nodes)
-    reshard = bool(ctx.options.get("reshard_after_forward", True))
+    reshard = bool(ctx.option("reshard_after_forward"))
     step_forward, step_backward, comm = fsdp_exchange(ctx, forward, backward, _units(ctx),
                                                       nodes)
-    return ctx.with_overhead("fsdp", StepEstimate(
+    return ctx.with_overhead(StepEstimate(
         step_forward + step_backward, samples * nodes, total, comm,
         volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard,
                      root_bytes=root_bytes(ctx))),
@@ -200,7 +202,7 @@ def localsgd(ctx: Context, nodes: int) -> StepEstimate:
     """Local steps at the single-rank pace, plus the parameter allreduce every H=period steps
     (per-step mean allreduce(P, n)/H) and, with subgroup s > 1, ddp's overlapped gradient
     allreduce inside the subgroup."""
-    period, subgroup = int(ctx.option("period")), int(ctx.options.get("subgroup", 1))
+    period, subgroup = int(ctx.option("period")), int(ctx.option("subgroup"))
     if nodes % subgroup:
         raise NotModelled(f"subgroup {subgroup} does not divide {nodes} ranks")
     samples = ctx.rank_batch(nodes)
@@ -217,7 +219,7 @@ def localsgd(ctx: Context, nodes: int) -> StepEstimate:
 def gossip(ctx: Context, nodes: int) -> StepEstimate:
     """Each rank waits for its (up to) two ring neighbours and sends them its parameters:
     step = T (slowest of 3) + neighbours · (α + P·β), not overlapped."""
-    peers = min(int(ctx.options.get("neighbours", 2)), nodes - 1)
+    peers = min(int(ctx.option("neighbours")), nodes - 1)
     samples = ctx.rank_batch(nodes)
     total = ctx.compute_time(samples, min(nodes, peers + 1))
     send = peers * ctx.network.time("p2p", ctx.facts.param_bytes, 2)

@@ -1,36 +1,47 @@
-"""The step-time model of each strategy, registered by the strategy's name, and predictions
-over node counts. A strategy's options, their defaults and aliases are its class's
-(harness.strategies): the model prices what a run of that class would do."""
+"""Predictions over node counts, each strategy priced by the step-time model its class names
+(Strategy.step_model: harness/predict/dataparallel.py, servers.py, modelparallel.py). A
+strategy's options, their defaults and aliases, and which model prices it are its class's
+(harness.strategies): registering the class is all predict needs to price it."""
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UnknownNameError, UsageError
-from harness.predict import dataparallel, modelparallel, servers
 from harness.predict.context import Context, NotModelled, StepEstimate
 from harness.strategies import STRATEGIES, Strategy
 
 Model = Callable[[Context, int], StepEstimate]
 
-MODELS: dict[str, Model] = {
-    "ddp": dataparallel.ddp, "zero1": dataparallel.zero1, "fsdp": dataparallel.fsdp,
-    "localsgd": dataparallel.localsgd, "ps-sync": servers.ps_sync,
-    "ps-async": servers.ps_async, "downpour": servers.downpour, "ssp": servers.ssp,
-    "hogwild": dataparallel.hogwild, "gossip": dataparallel.gossip, "hybrid": servers.hybrid,
-    "pipeline": modelparallel.pipeline, "tensor": modelparallel.tensor,
-    "dp-tp": modelparallel.dp_tp, "sandblaster": servers.sandblaster,
-    "fsdp-tp": modelparallel.fsdp_tp,
-}
+
+def modelled() -> list[str]:
+    """The registered strategies the model prices: those whose class names a step model."""
+    return [name for name in STRATEGIES if STRATEGIES.get(name).step_model]
 
 
 def strategy_class(strategy: str) -> type[Strategy]:
     """The registered strategy class, or UnknownNameError naming the modelled ones."""
-    if strategy not in MODELS or strategy not in STRATEGIES:
+    if strategy not in STRATEGIES or not STRATEGIES.get(strategy).step_model:
         raise UnknownNameError(f"unknown strategy {strategy!r}; the model knows: "
-                               f"{', '.join(MODELS)}")
+                               f"{', '.join(modelled())}")
     return STRATEGIES.get(strategy)
+
+
+def step_model(strategy: str) -> Model:
+    """The function that prices one step of the strategy: the "module:function" its class
+    declares, imported here (predict sits above strategies, which cannot import it)."""
+    declared = strategy_class(strategy).step_model
+    module, _, function = declared.partition(":")
+    try:
+        model: Model = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as why:
+        raise TypeError(f"strategy {strategy}: its step_model {declared!r} names no function "
+                        f"({why})") from None
+    if not callable(model):
+        raise TypeError(f"strategy {strategy}: its step_model {declared!r} is not a function")
+    return model
 
 
 def strategy_options(strategy: str, given: dict[str, Any], strict: bool = True
@@ -93,8 +104,8 @@ class Point:
 
 def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
     """The strategy's estimate at each node count (ctx.options are the strategy's)."""
-    strategy_class(strategy)
-    model = MODELS[strategy]
+    model = step_model(strategy)
+    ctx = replace(ctx, strategy=strategy)
     baseline = ctx.compute.rate(ctx.rank_batch(1))
     # the same step with every rank at the mean: what the slowest rank's wait adds
     level = replace(ctx, compute=replace(ctx.compute, cv=0.0)) if ctx.compute.cv > 0 else None

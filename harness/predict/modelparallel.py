@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies import volumes
-from harness.strategies.pipecut import SCHEDULES
+from harness.strategies.pipecut import SCHEDULES, chunks_per_rank
 from workloads.layers import balance_stages, block_table
 
 SPLIT_KINDS = ("CausalAttention",)  # layers without weights whose work splits by heads
@@ -27,8 +27,8 @@ def pipeline(ctx: Context, nodes: int) -> StepEstimate:
     if schedule not in SCHEDULES:
         raise NotModelled(f"unknown schedule {schedule!r}; choose from {', '.join(SCHEDULES)}")
     micro = int(ctx.option("microbatches"))
-    chunks = int(ctx.options.get("chunks") or (2 if schedule == "interleaved-1f1b" else 1))
-    stages = int(ctx.options.get("stages") or 0)
+    chunks = int(ctx.option("chunks")) or chunks_per_rank(schedule)
+    stages = int(ctx.option("stages"))
     if stages and stages != nodes * chunks:
         raise NotModelled(f"stages={stages} is not {chunks} per rank at {nodes} ranks (the model "
                           "prices one pipeline over all ranks)")
@@ -97,7 +97,7 @@ def tensor(ctx: Context, nodes: int) -> StepEstimate:
     share = _fc_share(ctx)
     compute = whole * (1 - share) + whole * share / nodes
     comm = _tp_comm(ctx, layers, ctx.batch, nodes)
-    return ctx.with_overhead("tensor", StepEstimate(
+    return ctx.with_overhead(StepEstimate(
         compute + comm, ctx.batch, compute, {"tensor-parallel (activation)": comm},
         volumes.tensor(ctx.facts.param_bytes, nodes, layers=layers, batch=ctx.batch,
                        element_bytes=ctx.element_bytes)))
@@ -161,7 +161,7 @@ def fsdp_tp(ctx: Context, nodes: int) -> StepEstimate:
                                         batch_per_rank=int(round(samples)), local_bytes=local,
                                         root_bytes=root,
                                         reshard_after_forward=bool(
-                                            ctx.options.get("reshard_after_forward", True)),
+                                            ctx.option("reshard_after_forward")),
                                         element_bytes=ctx.element_bytes),
                         ("FSDP2's per-unit work is not priced: fsdp-tp has no single-rank "
                          "run to measure it",))

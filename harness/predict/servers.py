@@ -16,19 +16,21 @@ from __future__ import annotations
 from harness.predict.context import Context, NotModelled, StepEstimate
 from harness.predict.dataparallel import overlapped_allreduce
 from harness.strategies import STRATEGIES, volumes
+from harness.strategies.priority import PRIORITY
 from harness.strategies.ps import ParameterServerStrategy
 
 
-def _server_class(strategy: str) -> type[ParameterServerStrategy]:
-    cls = STRATEGIES.get(strategy)
+def _server_class(ctx: Context) -> type[ParameterServerStrategy]:
+    """The class of the strategy priced, which lays out its servers and workers."""
+    cls = STRATEGIES.get(ctx.strategy)
     if not issubclass(cls, ParameterServerStrategy):
-        raise TypeError(f"strategy {strategy} has no parameter servers")
+        raise TypeError(f"strategy {ctx.strategy} has no parameter servers")
     return cls
 
 
-def _layout(ctx: Context, nodes: int, strategy: str) -> tuple[int, int]:
+def _layout(ctx: Context, nodes: int) -> tuple[int, int]:
     """(servers, workers) as the strategy's class lays out `nodes` ranks."""
-    cls, run = _server_class(strategy), ctx.run_at(strategy, nodes)
+    cls, run = _server_class(ctx), ctx.run_at(nodes)
     servers, workers = cls.servers(run), cls.workers(run)
     if servers < 1 or workers < 1:
         raise NotModelled(f"needs more than the {servers} server rank(s)")
@@ -55,7 +57,7 @@ def prioritised_pull(fetch: float, forward: float, layers: int, alpha: float) ->
 
 def _priority_saving(ctx: Context, fetch: float, forward: float) -> float:
     """What priority=on takes off a step that fetches (0 with it off)."""
-    if not ctx.options.get("priority"):
+    if not ctx.shared_option(PRIORITY):
         return 0.0
     layers = sum(1 for layer in ctx.facts.layers if layer.parameters)
     alpha = ctx.network.link("p2p", 2).alpha
@@ -65,7 +67,7 @@ def _priority_saving(ctx: Context, fetch: float, forward: float) -> float:
 def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
     """step = T (slowest of W) + push + fetch, each max(K·α + P·β, W·(α + P/K·β)); with
     priority the fetch overlaps the forward pass (prioritised_pull)."""
-    servers, workers = _layout(ctx, nodes, "ps-sync")
+    servers, workers = _layout(ctx, nodes)
     samples = ctx.rank_batch(workers)
     total = ctx.compute_time(samples, workers)
     client, server = exchange(ctx, servers, workers, ctx.facts.param_bytes)
@@ -78,12 +80,12 @@ def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
                         volumes.ps_sync(ctx.facts.param_bytes, nodes, servers=servers), notes)
 
 
-def _asynchronous(ctx: Context, nodes: int, strategy: str, push_every: int, fetch_every: int,
+def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
                   vol: dict[str, float]) -> StepEstimate:
     """Workers cycle in T + (K·α + P·β)·(1/push_every + 1/fetch_every); the servers serve
     at most 1 / ((α + P/K·β)·(1/push_every + 1/fetch_every)) worker steps per second; the
     step is the mean time between one worker's steps, W / min(W / cycle, capacity)."""
-    servers, workers = _layout(ctx, nodes, strategy)
+    servers, workers = _layout(ctx, nodes)
     samples = ctx.rank_batch(workers)
     total = ctx.compute_time(samples)
     client, server_per_client = exchange(ctx, servers, 1, ctx.facts.param_bytes)
@@ -103,26 +105,26 @@ def _asynchronous(ctx: Context, nodes: int, strategy: str, push_every: int, fetc
 
 def ps_async(ctx: Context, nodes: int) -> StepEstimate:
     """Push and fetch every step, applied on arrival (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes, "ps-async")
-    return _asynchronous(ctx, nodes, "ps-async", 1, 1,
+    servers, _ = _layout(ctx, nodes)
+    return _asynchronous(ctx, nodes, 1, 1,
                          volumes.ps_async(ctx.facts.param_bytes, nodes, servers=servers))
 
 
 def downpour(ctx: Context, nodes: int) -> StepEstimate:
     """Push every n_push, fetch every n_fetch steps (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes, "downpour")
-    run = ctx.run_at("downpour", nodes)
-    cls = _server_class("downpour")
+    servers, _ = _layout(ctx, nodes)
+    run = ctx.run_at(nodes)
+    cls = _server_class(ctx)
     push, fetch = cls.push_every(run), cls.fetch_every(run)
-    return _asynchronous(ctx, nodes, "downpour", push, fetch, volumes.downpour(
+    return _asynchronous(ctx, nodes, push, fetch, volumes.downpour(
         ctx.facts.param_bytes, nodes, servers=servers, n_fetch=fetch, n_push=push))
 
 
 def ssp(ctx: Context, nodes: int) -> StepEstimate:
     """As ps-async: the staleness bound s only makes fast workers wait for stragglers, which
     identical ranks do not have."""
-    servers, _ = _layout(ctx, nodes, "ssp")
-    step = _asynchronous(ctx, nodes, "ssp", 1, 1,
+    servers, _ = _layout(ctx, nodes)
+    step = _asynchronous(ctx, nodes, 1, 1,
                          volumes.ssp(ctx.facts.param_bytes, nodes, servers=servers))
     return StepEstimate(step.step_time, step.samples_per_step, step.compute_time, step.comm,
                         step.volumes, (*step.notes, "the staleness bound is not modelled"))
@@ -133,9 +135,9 @@ def hybrid(ctx: Context, nodes: int) -> StepEstimate:
     group) + the leader's push and fetch (2·(K·α + P·β)) + broadcast(P, g) of the new
     parameters. Groups run asynchronously; the servers serve at most 1 / (2·(α + P/K·β))
     group steps per second; step = G / min(G / cycle, capacity)."""
-    servers, workers = _layout(ctx, nodes, "hybrid")
+    servers, workers = _layout(ctx, nodes)
     # one leader per group pushes (the class's pushers); the model allows uneven groups
-    groups = _server_class("hybrid").pushers(ctx.run_at("hybrid", nodes))
+    groups = _server_class(ctx).pushers(ctx.run_at(nodes))
     if not 1 <= groups <= workers:
         raise NotModelled(f"{workers} workers do not make {groups} groups")
     size = -(-workers // groups)  # the largest group sets the pace of a group step
@@ -167,8 +169,8 @@ def sandblaster(ctx: Context, nodes: int) -> StepEstimate:
     taking every portion's push; the L-BFGS iteration (11 + 4m)·K·α for its commands plus
     (3 + 2m)·K·α for the answers of its reductions. The shards' vector operations (memory
     passes over P/K floats) and stragglers' backup copies are not priced."""
-    cls = STRATEGIES.get("sandblaster")
-    run = ctx.run_at("sandblaster", nodes)
+    cls = STRATEGIES.get(ctx.strategy)
+    run = ctx.run_at(nodes)
     servers, workers = cls.servers(run), cls.workers(run)  # type: ignore[attr-defined]
     if workers < 1:
         raise NotModelled(f"needs a replica beside the coordinator and {servers} shard(s)")

@@ -25,7 +25,7 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.machine import hardware_of
-from harness.predict.model import MODELS, Point, predict, strategy_options, unpriced
+from harness.predict.model import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
 from harness.predict.spread import with_spread
 from harness.records.record import metric
@@ -157,7 +157,7 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     strategy = str(spec.get("strategy") or "ddp")
     link = link_key(record)
     row = ValidationRow(record, strategy, link, _step_time(record))
-    if strategy not in MODELS:
+    if strategy not in modelled():
         return replace(row, note=f"no model of strategy {strategy}")
     threads = spec.get("threads") if isinstance(spec.get("threads"), int) else None
     try:

@@ -11,9 +11,12 @@ Planning side (the launching process): `options` are declared on the class
 rejects combinations that cannot work (exit 2), `unsupported` names combinations it does not
 implement (a skipped record), `replicas` and `roles` describe the ranks, `traffic` gives the
 analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked against
-and predict prices, and class attributes state the traits the step-time model reads
-(synchronous, replicas_agree, local_forward, own_work). Rank side: an instance per rank, built
-with the run's Recipe.
+and predict prices, `step_model` names the function of `dtbench predict` that prices its step
+(predict resolves it: predict sits above strategies and may not be imported from here), and
+class attributes state the traits that model reads (synchronous, replicas_agree,
+local_forward, own_work). A new strategy is this one class, registered by name, and its
+tests: run, predict and the docs' tables read it. Rank side: an instance per rank, built with
+the run's Recipe.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from torch import nn
 
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
-from harness.core.spec import RunSpec
+from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, RunSpec
 from harness.strategies.clock import PhaseClock
 from harness.strategies.meter import CommMeter
 from harness.strategies.options import Option
@@ -77,6 +80,11 @@ class Strategy(ABC):
     family: ClassVar[str]
     engine: ClassVar[str]
     options: ClassVar[tuple[Option, ...]] = ()
+    # Its step-time model, "module:function" (harness/predict/dataparallel.py and its
+    # siblings, or a plugin's own module): a function (Context, nodes) -> StepEstimate that
+    # `dtbench predict` imports by this name; "" where predict has none. A subclass that
+    # changes only options or traits inherits its parent's.
+    step_model: ClassVar[str] = ""
     # Every rank holds a full replica that must equal the others' after a step.
     replicas_agree: ClassVar[bool] = True
     # Ranks wait for each other every step (a dead rank fails the run).
@@ -90,11 +98,12 @@ class Strategy(ABC):
     # Every rank takes training steps (none only serves others): all of them can stop on
     # rank 0's word after any step (a throughput run's precision target).
     all_step: ClassVar[bool] = True
-    # Communication backends it can run on (with several ranks).
-    comms: ClassVar[tuple[str, ...]] = ("gloo", "mpi", "nccl")
+    # Communication backends it can run on (with several ranks): every one the run accepts
+    # unless the class narrows them (and says why in comm_reason).
+    comms: ClassVar[tuple[str, ...]] = tuple(c for c in COMM_CHOICES if c != "none")
     # why the communication backends not in `comms` cannot run it (the refusal says so)
     comm_reason: ClassVar[str] = ""
-    launchers: ClassVar[tuple[str, ...]] = ("local", "torchrun", "mpirun", "slurm")
+    launchers: ClassVar[tuple[str, ...]] = LAUNCHER_CHOICES
     # Whether set-up applies Recipe.ipex (ipex.optimize of the model and its optimizer).
     uses_ipex: ClassVar[bool] = False
     # Each rank runs the whole forward pass with no communication in it, so its forward phase
@@ -367,6 +376,13 @@ class StrategyRegistry(Registry[type[Strategy]]):
             return add(entry)
 
         return decorate
+
+    def unregister(self, name: str) -> type[Strategy]:
+        """Remove a strategy and return it: a test that registers one of its own leaves the
+        registry as it found it."""
+        entry = self.get(name)
+        del self._entries[name]
+        return entry
 
 
 STRATEGIES = StrategyRegistry("strategy")

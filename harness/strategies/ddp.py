@@ -47,6 +47,7 @@ class DDP(Strategy):
     """Data parallel, synchronous: every rank a full replica, gradients allreduced."""
 
     name = "ddp"
+    step_model = "harness.predict.dataparallel:ddp"
     summary = "DistributedDataParallel: bucketed gradient allreduce overlapped with backward"
     family = "data parallel, synchronous"
     engine = "torch.nn.parallel.DistributedDataParallel (+ DDP communication hooks)"

@@ -58,11 +58,17 @@ def root_parameters(workload: str, size: str) -> int:
     return total - sum(p.numel() for unit in shard_units(model) for p in unit.parameters())
 
 
+# Shared with fsdp-tp, whose dp dimension is FSDP2's exchange.
+RESHARD = Option("reshard_after_forward", bool, True, "free the gathered parameters after the "
+                 "forward pass and gather them again for backward (FSDP2's default)")
+
+
 @STRATEGIES.register("fsdp")
 class FSDP(Strategy):
     """Data parallel, synchronous, everything sharded (FSDP2)."""
 
     name = "fsdp"
+    step_model = "harness.predict.dataparallel:fsdp"
     summary = "FSDP2: parameters, gradients and optimizer state sharded; ReduceScatter + AllGather"
     family = "data parallel, synchronous"
     engine = "torch.distributed.fsdp.fully_shard (FSDP2) on a DeviceMesh"
@@ -70,11 +76,7 @@ class FSDP(Strategy):
     comms = ("gloo", "mpi", "nccl")
     local_forward = False  # the forward pass all-gathers each unit's parameters
     own_work = "FSDP2's per-unit copies into and out of the flat buffers, DTensor, hooks"
-    options: ClassVar[tuple[Option, ...]] = (
-        Option("reshard_after_forward", bool, True, "free the gathered parameters after the "
-               "forward pass and gather them again for backward (FSDP2's default)"),
-        OVERLAP,
-    )
+    options: ClassVar[tuple[Option, ...]] = (RESHARD, OVERLAP)
 
     @classmethod
     def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:

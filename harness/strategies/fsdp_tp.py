@@ -23,13 +23,11 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, broadcast_from_first
-from harness.strategies.fsdp import shard_units
+from harness.strategies.fsdp import RESHARD, shard_units
 from harness.strategies.tensor import _TPBase, tp_plan
 
 TP = Option("tp", int, 2, "ranks of a tensor-parallel group (the model-parallel dimension)",
             minimum=1)
-RESHARD = Option("reshard_after_forward", bool, True, "free the gathered parameters after the "
-                 "forward pass and gather them again for backward (FSDP2's default)")
 REPLICATED_BIAS = ("rowwise", "embedding")  # styles whose bias (if any) is not split
 
 
@@ -62,6 +60,7 @@ class FSDPTP(_TPBase):
     """2-D: FSDP2 over dp, tensor parallelism over tp (TorchTitan's composition)."""
 
     name = "fsdp-tp"
+    step_model = "harness.predict.modelparallel:fsdp_tp"
     summary = "2-D mesh: FSDP2 across data-parallel ranks, tensor parallel layers inside"
     family = "hybrid: data parallel x tensor parallel"
     engine = ("2-D DeviceMesh (dp x tp): torch.distributed.fsdp.fully_shard over dp + "

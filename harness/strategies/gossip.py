@@ -24,6 +24,7 @@ class Gossip(Strategy):
     """Decentralized: parameters mixed with the ring neighbours after each step."""
 
     name = "gossip"
+    step_model = "harness.predict.dataparallel:gossip"
     summary = "gossip SGD: each rank averages parameters with its ring neighbours every step"
     family = "decentralized"
     engine = "torch.distributed isend/irecv between ring neighbours"

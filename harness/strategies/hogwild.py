@@ -35,6 +35,7 @@ class Hogwild(Strategy):
     """Lock-free updates of one model in shared memory, one node."""
 
     name = "hogwild"
+    step_model = "harness.predict.dataparallel:hogwild"
     summary = "HOGWILD!: ranks of one node update one shared-memory model without locks"
     family = "shared memory, asynchronous"
     engine = "torch.from_file(shared=True) mapped by every rank (share_memory across processes)"

@@ -30,6 +30,7 @@ class Hybrid(ParameterServerStrategy):
     """Groups synchronous inside, asynchronous across (through the parameter servers)."""
 
     name = "hybrid"
+    step_model = "harness.predict.servers:hybrid"
     tolerates_worker_loss = True  # a group that loses a member is dropped
     summary = "groups allreduce inside every step; group leaders update the servers " \
               "asynchronously (Kurth et al. 2017)"

@@ -18,6 +18,7 @@ class LocalSGD(Strategy):
     """Data parallel, periodic: parameters averaged every `period` (H) steps."""
 
     name = "localsgd"
+    step_model = "harness.predict.dataparallel:localsgd"
     summary = "local SGD: ranks step alone, parameters averaged every H steps"
     family = "data parallel, periodic"
     engine = "torch.distributed.algorithms.model_averaging.PeriodicModelAverager"

@@ -35,9 +35,15 @@ class Layout:
         return stage % self.ranks
 
 
+def chunks_per_rank(schedule: str) -> int:
+    """Stages a rank holds under a schedule: two for interleaved-1f1b, else one (a run's
+    layout and predict's default `chunks` alike)."""
+    return 2 if schedule == "interleaved-1f1b" else 1
+
+
 def layout(spec: RunSpec, schedule: str, stages: int) -> Layout:
     """The layout of `spec`; UsageError when the ranks cannot hold it."""
-    chunks = 2 if schedule == "interleaved-1f1b" else 1
+    chunks = chunks_per_rank(schedule)
     total = stages or chunks * spec.world_size
     if total % chunks:
         raise UsageError(f"--strategy-opt stages={total}: interleaved-1f1b places 2 stages on "

@@ -35,6 +35,7 @@ class Pipeline(Strategy):
     """Model parallel by stages, M microbatches per step."""
 
     name = "pipeline"
+    step_model = "harness.predict.modelparallel:pipeline"
     summary = "pipeline stages balanced by FLOPs; GPipe / 1F1B / interleaved 1F1B, M microbatches"
     family = "model parallel"
     engine = "torch.distributed.pipelining (PipelineStage + Schedule*)"

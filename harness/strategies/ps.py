@@ -322,6 +322,7 @@ class PSAsync(ParameterServerStrategy):
 
     tolerates_worker_loss = True
     name = "ps-async"
+    step_model = "harness.predict.servers:ps_async"
     summary = "parameter server, asynchronous: gradients applied on arrival"
     options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM, DAMP_STALE, PRIORITY)
 
@@ -331,6 +332,7 @@ class PSSync(ParameterServerStrategy):
     """Synchronous: the mean of every worker's gradient, one update per step."""
 
     name = "ps-sync"
+    step_model = "harness.predict.servers:ps_sync"
     summary = "parameter server, synchronous: all workers' gradients averaged per step"
     options: ClassVar[tuple[Option, ...]] = (SERVERS, MOMENTUM, PRIORITY)  # always fresh
     synchronous = True
@@ -346,6 +348,7 @@ class SSP(ParameterServerStrategy):
     """Stale synchronous parallel: a worker waits only when more than s clocks ahead."""
 
     name = "ssp"
+    step_model = "harness.predict.servers:ssp"
     summary = "stale synchronous parallel: workers at most s clocks ahead of the slowest"
     options: ClassVar[tuple[Option, ...]] = (
         SERVERS,
@@ -375,6 +378,7 @@ class Downpour(ParameterServerStrategy):
     """DistBelief's Downpour SGD: fetch every n_fetch steps, push every n_push steps."""
 
     name = "downpour"
+    step_model = "harness.predict.servers:downpour"
     tolerates_worker_loss = True
     summary = "Downpour SGD: fetch every n_fetch, push the mean gradient every n_push"
     options: ClassVar[tuple[Option, ...]] = (

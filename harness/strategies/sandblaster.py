@@ -56,6 +56,7 @@ class Sandblaster(Strategy):
     balanced over the replicas with backup copies."""
 
     name = "sandblaster"
+    step_model = "harness.predict.servers:sandblaster"
     summary = "Sandblaster L-BFGS: portions of a batch balanced over replicas; the coordinator " \
               "commands the shards, which hold parameters and history (DistBelief)"
     family = "parameter server, batch (L-BFGS)"

@@ -213,6 +213,7 @@ class Tensor(_TPBase):
     """Tensor parallel FC layers over all ranks, one batch."""
 
     name = "tensor"
+    step_model = "harness.predict.modelparallel:tensor"
     summary = "tensor parallel FC layers (colwise/rowwise) over all ranks, one shared batch"
     family = "model parallel"
     engine = "torch.distributed.tensor.parallel (ColwiseParallel/RowwiseParallel)"
@@ -271,6 +272,7 @@ class DPTP(_TPBase):
     """Krizhevsky's hybrid: convolutions data parallel, FC layers tensor parallel."""
 
     name = "dp-tp"
+    step_model = "harness.predict.modelparallel:dp_tp"
     summary = "Krizhevsky's hybrid: convolutions data parallel, FC layers tensor parallel (2-D)"
     family = "hybrid"
     engine = "2-D DeviceMesh (dp x tp) + torch.distributed.tensor.parallel"

@@ -11,15 +11,14 @@ bytes as trained (fp32 master weights: 4 bytes per parameter), n the world size.
 Every function takes (param_bytes, world_size, *, options) and returns a dict keyed by
 KINDS. Strategies whose ranks differ (parameter servers, pipeline stages) take a `role`
 (or `stage`); the default "mean" is the mean over all ranks, which is what a per-rank
-average of counted bytes shows.
+average of counted bytes shows. Which function a strategy's bytes come from, and with which
+of its options, is said once, by its class's `traffic` (there is no table of them by name).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from harness.core.errors import UnknownNameError
 from harness.core.traffic import mean_sent_bytes, sent_bytes, wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
@@ -379,19 +378,3 @@ def fsdp_tp(param_bytes: float, world_size: int, *, tp: int, layers: Sequence[TP
                               for layer in layers)
     return found
 
-
-VOLUMES: dict[str, Callable[..., Volumes]] = {
-    "ddp": ddp, "zero1": zero1, "fsdp": fsdp, "localsgd": localsgd, "ps-sync": ps_sync,
-    "ps-async": ps_async, "downpour": downpour, "ssp": ssp, "hogwild": hogwild,
-    "gossip": gossip, "hybrid": hybrid, "pipeline": pipeline, "tensor": tensor, "dp-tp": dp_tp,
-    "sandblaster": sandblaster, "fsdp-tp": fsdp_tp,
-}
-
-
-def traffic(strategy: str, param_bytes: float, world_size: int, **options: Any) -> Volumes:
-    """The volumes of a strategy by name, its options as keywords; unknown names list the
-    known ones."""
-    if strategy not in VOLUMES:
-        raise UnknownNameError(f"unknown strategy {strategy!r}; choose from: "
-                               f"{', '.join(VOLUMES)}")
-    return VOLUMES[strategy](param_bytes, world_size, **options)

@@ -22,6 +22,7 @@ class Zero1(Strategy):
     """Data parallel, synchronous, optimizer state sharded (ZeroRedundancyOptimizer)."""
 
     name = "zero1"
+    step_model = "harness.predict.dataparallel:zero1"
     summary = "ZeRO-1: DDP gradients, optimizer state sharded, updated parameters broadcast"
     family = "data parallel, synchronous"
     engine = "torch.distributed.optim.ZeroRedundancyOptimizer on DistributedDataParallel"

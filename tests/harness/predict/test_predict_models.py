@@ -12,7 +12,7 @@ from harness.predict.calibration import ComputeCalibration
 from harness.predict.context import Context, WorkloadFacts
 from harness.predict.costs import Link
 from harness.predict.dataparallel import UNPRICED_FSDP
-from harness.predict.model import MODELS, parse_option_pairs, predict, strategy_options
+from harness.predict.model import modelled, parse_option_pairs, predict, strategy_options
 from harness.predict.network import uniform
 from harness.predict.overhead import StrategyOverhead
 from harness.predict.records import Provenance, prediction_record
@@ -112,7 +112,7 @@ def test_strategies_that_cannot_run_say_why() -> None:
     assert point.estimate is None and "server" in point.reason
     (point,) = predict(ctx("dp-tp"), "dp-tp", [3])
     assert point.estimate is None and "divide" in point.reason
-    assert set(MODELS) == {"ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async",
+    assert set(modelled()) == {"ddp", "zero1", "fsdp", "localsgd", "ps-sync", "ps-async",
                            "downpour", "ssp", "hogwild", "gossip", "hybrid", "pipeline",
                            "tensor", "dp-tp", "sandblaster", "fsdp-tp"}
     (point,) = predict(ctx("sandblaster"), "sandblaster", [2])

@@ -15,8 +15,8 @@ def test_ddp_is_one_ring_allreduce_of_the_gradients() -> None:
 
 
 def test_one_rank_sends_nothing() -> None:
-    for name in ("ddp", "zero1", "fsdp", "gossip", "hogwild"):
-        assert v.total(v.traffic(name, P, 1)) == 0, name
+    for formula in (v.ddp, v.zero1, v.fsdp, v.gossip, v.hogwild):
+        assert v.total(formula(P, 1)) == 0, formula.__name__
     assert v.total(v.localsgd(P, 1, period=4)) == 0
     assert v.total(v.pipeline(P, 1, cut_bytes=[], batch=8)) == 0
     assert v.total(v.tensor(P, 1, layers=[v.TPLayer(10, 20)], batch=8)) == 0
@@ -135,7 +135,13 @@ def test_dp_tp_splits_gradients_and_activations() -> None:
         v.dp_tp(P, 4, tp=3, layers=fc, batch_per_rank=1)
 
 
-def test_unknown_strategy_lists_the_known_ones() -> None:
+def test_a_strategys_bytes_are_its_classs_and_an_unknown_name_lists_the_known_ones() -> None:
+    from harness.core.spec import RunSpec
+    from harness.strategies import STRATEGIES
+
     with pytest.raises(UnknownNameError, match="ddp"):
-        v.traffic("allsome", P, 2)
-    assert set(v.VOLUMES) >= {"ddp", "hybrid", "dp-tp", "pipeline", "tensor", "ssp"}
+        STRATEGIES.get("allsome")
+    spec = RunSpec("hep_cnn", "tiny", nproc_per_node=4, strategy="localsgd",
+                   strategy_options=(("period", 8),))
+    assert STRATEGIES.get("localsgd").traffic(spec, P) == v.localsgd(P, 4, period=8)
+    assert not hasattr(v, "VOLUMES")  # no second table of strategies by name
