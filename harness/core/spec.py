@@ -294,7 +294,7 @@ class RunSpec:
         values = {k: v for k, v in data.items() if k in names}
         values["env"] = tuple(sorted(dict(values.get("env") or {}).items()))
         options = dict(values.get("strategy_options") or {})
-        if values.get("strategy", "ddp") == "ddp":
+        if values.get("strategy", KEY_DEFAULTS["strategy"]) == "ddp":
             for name, default in DDP_SPEC_OPTIONS.items():
                 if name in data and data[name] != default:
                     options.setdefault(name, data[name])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.spec import DDP_SPEC_OPTIONS
+from harness.core.spec import DDP_SPEC_OPTIONS, KEY_DEFAULTS
 from harness.predict.calibration import (
     Fit,
     comm_fits,
@@ -155,7 +155,7 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
                  algorithm: str = "ring") -> ValidationRow:
     """The prediction of one measured run from the calibration records."""
     spec = record["spec"]
-    strategy = str(spec.get("strategy") or "ddp")
+    strategy = str(spec.get("strategy") or KEY_DEFAULTS["strategy"])  # older records: ddp
     link = link_key(record)
     row = ValidationRow(record, strategy, link, _step_time(record))
     if strategy not in MODELS:

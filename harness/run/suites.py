@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.fields import RunField, suite_keys, suite_minimums
-from harness.core.spec import PRECISIONS, RUN_FIELDS, RunSpec, run_fields
+from harness.core.spec import PRECISIONS, RUN_FIELDS, RunSpec, run_fields, spec_defaults
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000
@@ -84,7 +84,7 @@ def _check_kernels(source: str, table: Any) -> dict[str, Any]:
     if table.get("set") not in SETS:
         raise UsageError(f"{source}: kernels.set must be one of {', '.join(SETS)}, got "
                          f"{table.get('set')!r}")
-    precisions = table.get("precision", ["fp32"])
+    precisions = table.get("precision", [spec_defaults()["precision"]])
     precisions = precisions if isinstance(precisions, list) else [precisions]
     if not precisions or not all(p in PRECISIONS for p in precisions):
         raise UsageError(f"{source}: kernels.precision must be one or a list of "
