@@ -8,6 +8,7 @@ import torch
 
 from backends import nvml
 from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
+from harness.core.spec import PRECISIONS
 
 
 class CUDAEventTimer(StepTimer):
@@ -129,7 +130,7 @@ class CUDABackend(ComputeBackend):
     """cuDNN with cudnn.benchmark and TF32, bf16/fp16 autocast, fp16 grad scaling, NVML energy."""
 
     name = "cuda"
-    precisions = ("fp32", "bf16", "fp16")
+    precisions = PRECISIONS  # every precision a run can ask for
 
     probes_in_own_process = True
 

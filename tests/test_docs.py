@@ -85,6 +85,18 @@ def test_every_option_of_every_subcommand_is_documented() -> None:
     assert not missing, f"options not in docs/spec/command-line.md: {missing}"
 
 
+def test_the_run_options_table_is_the_declarations() -> None:
+    """docs/spec/command-line.md's `run` table is generated from the run-field declaration:
+    every option, its spelling and its text come from there, so none is missing or stale."""
+    from harness.commands.run import registry_choices, run_options
+    from harness.core.fields import options_table
+
+    table = options_table(run_options(), registry_choices())
+    text = (DOCS / "spec" / "command-line.md").read_text()
+    assert table in text, ("docs/spec/command-line.md's `run` table differs from the "
+                           f"declaration; replace it with:\n{table}")
+
+
 def _emitted_metric_names() -> set[str]:
     names = set()
     for path in (ROOT / "harness").rglob("*.py"):

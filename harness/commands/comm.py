@@ -14,7 +14,7 @@ from harness.commands.arguments import (
 )
 from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
 from harness.core.files import write_atomic
-from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, CommSpec, performance_env
+from harness.core.spec import CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
 from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
 from harness.records.fingerprint import (
@@ -31,9 +31,12 @@ from harness.run.supervisor import Supervisor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--comm", default="gloo", choices=COMM_CHOICES,
+    from harness.commands.run import registry_choices
+
+    choices = registry_choices()
+    parser.add_argument("--comm", default="gloo", choices=choices["comm"],
                         help="the communication backend measured")
-    parser.add_argument("--launcher", default="local", choices=LAUNCHER_CHOICES,
+    parser.add_argument("--launcher", default="local", choices=choices["launcher"],
                         help="how ranks start (mpirun for --comm mpi)")
     parser.add_argument("-n", "--nproc", type=int_list, default=None, help="ranks per node")
     parser.add_argument("--nnodes", type=positive_int, help="nodes (default 1)")
@@ -51,9 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=non_negative_int, default=5,
                         help="untimed iterations first")
     parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
-    parser.add_argument("--rank-timeout", type=positive_int, default=120,
+    # not given: LaunchOptions' defaults, as for `dtbench run`
+    parser.add_argument("--rank-timeout", type=positive_int,
                         help="seconds without progress before a rank counts as hung")
-    parser.add_argument("--comm-timeout", type=positive_int, default=600,
+    parser.add_argument("--comm-timeout", type=positive_int,
                         help="NCCL's watchdog timeout (s)")
     parser.add_argument("--out", default="results", help="the store the records go to")
     parser.add_argument("--oversubscribe", action="store_true",

@@ -9,10 +9,17 @@ from typing import Any
 
 from harness.commands.arguments import check_json_target
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
-from harness.core.fields import add_options, option_keys
+from harness.core.fields import (
+    RunField,
+    add_options,
+    commit_name,
+    declared_fields,
+    machine_name,
+    option_keys,
+)
 from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
-from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec
+from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.records.provenance import Provenance
 from harness.records.stores import destination, open_writer
 from harness.run.guard import check_all
@@ -24,12 +31,52 @@ from harness.run.summary import precision_warnings, summary_table
 
 # The run options of the command line (launch options apart).
 CLI_RUN_KEYS = option_keys(RUN_FIELDS)
+# The command's own options: whether to run at all, where the records go and what they say.
+COMMAND_FIELDS: tuple[RunField, ...] = (
+    RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
+             help="run even when ranks x threads exceed 4x the usable cores or the estimated "
+             "memory exceeds the machine's"),
+    RunField("out", ("--out",), default="results", help="results store (default ./results)",
+             launch=True, doc="the store (default `./results`): a directory, or a "
+             "`postgresql://USER@HOST:PORT/DB` URL ([stores](../guide/stores.md))"),
+    RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
+    RunField("machine", ("--machine",), metavar="NAME", launch=True, type=machine_name,
+             help="name this machine in the records (default: its CPU's microarchitecture "
+             "and cores)",
+             doc="name this machine in the records (default: its CPU's microarchitecture and "
+             "cores): 1 to 80 letters, digits, spaces and `. _ + # ( ) , : / -`, starting with a "
+             "letter or digit (another name is exit 2)"),
+    RunField("commit", ("--commit",), launch=True, type=commit_name,
+             help="the commit of the code being benchmarked (default: the working "
+             "directory's git HEAD)",
+             doc="the commit of the code being benchmarked (default: the working directory's "
+             "git HEAD): 1 to 100 letters, digits and `. _ + / -`, starting with a letter or "
+             "digit (another is exit 2)"),
+    RunField("resume", ("--resume",), action="store_true", launch=True,
+             help="skip runs that already have success records in the store"),
+    RunField("quiet", ("-q", "--quiet"), action="store_true", help="no progress display",
+             launch=True),
+)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def run_options(spec: type[RunSpec] = RunSpec) -> tuple[RunField, ...]:
+    """Every option of `dtbench run`, in the order --help and docs/spec/command-line.md list
+    them: the run's fields, then the command's own."""
+    return (*run_fields(spec), *COMMAND_FIELDS)
+
+
+def registry_choices() -> dict[str, list[str]]:
+    """The choices of options whose names a registry holds (backends/: the comm backends and
+    launchers), so a new registered one is a valid option value with no list to edit."""
+    from backends import COMM_BACKENDS, LAUNCHERS
+
+    return {"comm": COMM_BACKENDS.names(), "launcher": LAUNCHERS.names()}
+
+
+def add_arguments(parser: argparse.ArgumentParser, spec: type[RunSpec] = RunSpec) -> None:
     parser.add_argument("suite", nargs="?", default=None,
-                     help="built-in suite name or TOML file (default: quick)")
-    add_options(parser, RUN_FIELDS)
+                        help="built-in suite name or TOML file (default: quick)")
+    add_options(parser, run_options(spec), registry_choices())
 
 
 def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
@@ -96,14 +143,14 @@ def in_rounds(counts: list[tuple[Any, int]]) -> list[Any]:
 
 
 def launch_options(args: argparse.Namespace) -> LaunchOptions:
+    """The launch options given; those not given keep LaunchOptions' defaults."""
     hostfile = getattr(args, "hostfile", None)
     if hostfile and not Path(hostfile).is_file():
         raise UsageError(f"--hostfile {hostfile}: no such file")
-    return LaunchOptions(node_rank=args.node_rank or 0,
-                         master_addr=args.master_addr,
-                         master_port=args.master_port or 0, hostfile=hostfile,
-                         rank_timeout=float(args.rank_timeout),
-                         comm_timeout=float(args.comm_timeout))
+    given = {f.name: (f, getattr(args, f.name, None)) for f in declared_fields(LaunchOptions)}
+    # a whole number of seconds on the command line, seconds as a float in the options
+    return LaunchOptions(**{name: float(value) if isinstance(f.field_default, float) else value
+                            for name, (f, value) in given.items() if value is not None})
 
 
 def command(args: argparse.Namespace) -> int:

@@ -1,10 +1,17 @@
 """Run fields declared once: each `RunField` says how a run option is spelled on the command line
 and in a suite, which spec field it fills, whether that field is part of the run's identity, and
 whether the store indexes it. The command line, the suite keys, the identity key, compare's
-fallback key, the store's columns and the report's columns are all functions of a field tuple."""
+fallback key, the store's columns, the report's columns and the documentation's table are all
+functions of a field tuple.
+
+The tuple is read off the dataclasses that hold the values (RunSpec, LaunchOptions): a field
+made with `declare(default, *flags, ...)` carries its RunField in its metadata, as TorchTitan's
+JobConfig and Hugging Face's HfArgumentParser keep flag and help beside the default; so the
+default is written once, on the dataclass, and a derived dataclass extends every surface."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -133,32 +140,99 @@ class RunField:
     # scaling efficiency divides by must have the same value (a store column too)
     store: bool = False
     baseline: bool = False
+    # the store column's SQL type on a server (harness/records/pgstore.py)
+    store_type: str = "text"
     # position among the report's spec columns (0: not a column)
     report: int = 0
     launch: bool = False
+    # the declaring dataclass's default (MISSING: none, or not a dataclass field); a help text's
+    # "{default}" shows it, so the value is written once
+    field_default: Any = MISSING
+    # the documentation's text for the option where it says more than the help (Markdown)
+    doc: str | None = None
 
     @property
     def spec_name(self) -> str | None:
         return self.name if self.spec == "" else self.spec
 
-    def argparse_kwargs(self) -> dict[str, Any]:
-        """The keywords of `add_argument` for this field's flags."""
+    @property
+    def shown_help(self) -> str | None:
+        """The help text, its "{default}" replaced by the declared default."""
+        if self.help is None or "{default}" not in self.help:
+            return self.help
+        value = self.field_default if self.field_default is not MISSING else self.default
+        return self.help.replace("{default}", f"{value:g}" if isinstance(value, float)
+                                 else str(value))
+
+    def argparse_kwargs(self, choices: Sequence[str] | None = None) -> dict[str, Any]:
+        """The keywords of `add_argument` for this field's flags; `choices` where a registry
+        names them (the declaration then gives none)."""
         given = {"dest": self.name if self.flags[-1].lstrip("-").replace("-", "_") != self.name
                  else None,
                  "action": "append" if self.multi and self.action is None else self.action,
-                 "type": self.type, "choices": self.choices, "metavar": self.metavar,
-                 "nargs": self.nargs, "const": self.const, "help": self.help}
+                 "type": self.type, "choices": self.choices or choices, "metavar": self.metavar,
+                 "nargs": self.nargs, "const": self.const, "help": self.shown_help}
         kwargs = {key: value for key, value in given.items() if value is not None}
         if self.default is not MISSING:
             kwargs["default"] = self.default
+        elif self.field_default is not MISSING and self.action in ("store_true", "store_false"):
+            kwargs["default"] = None  # not given: the dataclass's default, not argparse's
         return kwargs
 
 
-def add_options(parser: argparse.ArgumentParser, fields: Sequence[RunField]) -> None:
-    """Every field with flags as an option of `parser`, in declared order."""
+# The metadata key under which a dataclass field holds its run-field declaration.
+DECLARED = "dtbench.run_field"
+
+
+def declare(default: Any = MISSING, *flags: str, option: str | None = None, newer: bool = False,
+            default_factory: Callable[[], Any] | None = None, **surfaces: Any) -> Any:
+    """A dataclass field that is a run field: its default, and in its metadata every other
+    surface (flags, help, suite type, identity, store column ... as RunField names them).
+    `option` names the flag's value where it differs from the field (nproc fills
+    nproc_per_node); `newer` marks a field added after the first records, which the key
+    leaves out while it holds its default (so their keys stay what they were)."""
+    metadata = {DECLARED: {"flags": flags, "option": option, "newer": newer, **surfaces}}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    if default is MISSING:
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def declared_fields(cls: type) -> tuple[RunField, ...]:
+    """The run fields a dataclass declares, in its field order. Every field must be declared:
+    an undeclared one would have no flag, no suite key and an identity nobody decided."""
+    found: list[RunField] = []
+    for item in dataclasses.fields(cls):
+        if DECLARED not in item.metadata:
+            raise TypeError(f"{cls.__name__}.{item.name} is not a declared run field: make it "
+                            "with harness.core.fields.declare(default, *flags, ...)")
+        surfaces = dict(item.metadata[DECLARED])
+        option = surfaces.pop("option") or item.name
+        default = (item.default if item.default is not dataclasses.MISSING
+                   else item.default_factory() if item.default_factory is not dataclasses.MISSING
+                   else MISSING)
+        if surfaces.pop("newer"):
+            surfaces["key_default"] = default
+        found.append(RunField(option, spec="" if option == item.name else item.name,
+                              field_default=default, **surfaces))
+    return tuple(found)
+
+
+def field_defaults(fields: Sequence[RunField]) -> dict[str, Any]:
+    """Spec field -> its declared default (what a run gets where nothing sets it)."""
+    return {f.spec_name: f.field_default for f in fields
+            if f.spec_name is not None and f.field_default is not MISSING}
+
+
+def add_options(parser: argparse.ArgumentParser, fields: Sequence[RunField],
+                choices: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Every field with flags as an option of `parser`, in declared order; `choices` gives the
+    names of an option whose registry lives above this layer (comm, launcher)."""
     for declared in fields:
         if declared.flags:
-            parser.add_argument(*declared.flags, **declared.argparse_kwargs())
+            parser.add_argument(*declared.flags, **declared.argparse_kwargs(
+                (choices or {}).get(declared.name)))
 
 
 def option_keys(fields: Sequence[RunField]) -> tuple[str, ...]:
@@ -254,6 +328,12 @@ def store_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
     return tuple(f.spec_name for f in fields if f.store and f.spec_name is not None)
 
 
+def integer_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
+    """The store columns a server types as integers."""
+    return tuple(f.spec_name for f in fields if f.store and f.spec_name is not None
+                 and f.store_type == "bigint")
+
+
 def baseline_columns(fields: Sequence[RunField]) -> tuple[str, ...]:
     """The store columns a scaling baseline shares with the run it is the baseline of."""
     return tuple(f.spec_name for f in fields if f.baseline and f.spec_name is not None)
@@ -265,3 +345,31 @@ def report_columns(fields: Sequence[RunField], others: Mapping[str, int] | None 
     placed = {f.spec_name: f.report for f in fields if f.report and f.spec_name is not None}
     placed.update(others or {})
     return tuple(sorted(placed, key=lambda name: placed[name]))
+
+
+def option_spelling(declared: RunField, choices: Sequence[str] | None = None) -> str:
+    """How the documentation spells an option: its flags and what follows them, as --help
+    shows it (`-n/--nproc NPROC`, `--comm none|gloo|mpi|nccl`, `--compile [off|on]`)."""
+    kwargs = declared.argparse_kwargs(choices)
+    flags = "/".join(declared.flags)
+    if kwargs.get("action") in ("store_true", "store_false"):
+        return flags
+    value = ("|".join(kwargs["choices"]) if "choices" in kwargs
+             else kwargs.get("metavar") or (kwargs.get("dest") or declared.flags[-1].lstrip(
+                 "-").replace("-", "_")).upper())
+    return f"{flags} [{value}]" if kwargs.get("nargs") == "?" else f"{flags} {value}"
+
+
+def options_table(fields: Sequence[RunField],
+                  choices: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The Markdown table of the options docs/spec/command-line.md lists for `dtbench run`, in
+    declared order: each option's spelling and its documentation (the help text where the
+    declaration says no more)."""
+    rows = ["| option | meaning |", "|---|---|"]
+    for declared in fields:
+        if declared.flags:
+            spelling = option_spelling(declared, (choices or {}).get(declared.name))
+            text = (declared.doc or (declared.shown_help or "").replace("%%", "%"))
+            rows.append(f"| `{spelling.replace('|', chr(92) + '|')}` | "
+                        f"{text.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows) + "\n"

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any, ClassVar
 
 from harness.core.fields import (
+    MISSING,
     RunField,
-    commit_name,
+    declare,
+    declared_fields,
+    field_defaults,
     int_list,
     key_defaults,
     legacy_options,
-    machine_name,
     non_negative_float,
     non_negative_int,
     not_in_key,
@@ -28,9 +31,7 @@ LR_SCALINGS = ("none", "linear", "sqrt")
 LARS_ETA = 0.001  # You et al. 2017's trust coefficient
 PRECISIONS = ("fp32", "bf16", "fp16")
 MODES = ("throughput", "ttt")
-COMM_CHOICES = ("none", "gloo", "mpi", "nccl")
 COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
-LAUNCHER_CHOICES = ("local", "torchrun", "mpirun", "slurm")
 # Where peak_flops comes from: measured in the run itself, or the per-machine cache.
 PEAK_SOURCES = ("in-run", "cached")
 # torch.compile: off, on, auto (measure eager against compiled now and cache the winner), or
@@ -63,220 +64,181 @@ _IPEX_HELP = ("Intel Extension for PyTorch on the cpu backend, chosen like --com
               "skipped record says why where it cannot be used), off, auto, or default (a "
               "cached measured win, else off)")
 
-# Every field of a run, in the order `dtbench run --help` lists them.
-RUN_FIELDS: tuple[RunField, ...] = (
-    RunField("workload", ("-w", "--workload"), suite=str, multi=1, store=True, baseline=True,
-             report=1,
-             help="workload to run (repeatable; dtbench list names them)"),
-    RunField("backend", ("-b", "--backend"), help="cpu, cuda or auto", suite=str, multi=3,
-             store=True, baseline=True, report=3),
-    RunField("comm", ("--comm",), choices=COMM_CHOICES, suite=str, multi=4, store=True,
-             report=4,
-             help="how ranks exchange (default: none for one rank, nccl on GPUs, else gloo)"),
-    RunField("launcher", ("--launcher",), choices=LAUNCHER_CHOICES, suite=str, store=True,
-             report=5,
-             help="how ranks start (default: local; mpirun with --comm mpi)"),
-    RunField("nproc", ("-n", "--nproc"), type=int_list, action="append", suite=int, multi=6,
-             help="ranks per node; a comma list such as 1,2,4 runs each",
-             spec="nproc_per_node"),
-    RunField("nnodes", ("--nnodes",), type=positive_int, suite=int, report=8,
-             help="nodes of a multi-node run (default 1)"),
-    RunField("node_rank", ("--node-rank",), type=non_negative_int, launch=True,
-             help="this node's rank in a torchrun-style multi-node run (default 0)"),
-    RunField("master_addr", ("--master-addr",), launch=True,
-             help="the rendezvous host of a multi-node run (default 127.0.0.1)"),
-    RunField("master_port", ("--master-port",), type=positive_int, launch=True,
-             help="the rendezvous port (default: a free one)"),
-    RunField("hostfile", ("--hostfile",), launch=True,
-             help="mpirun's host file for a multi-node MPI run"),
-    RunField("strategy", ("--strategy",), suite=str, multi=7, key_default="ddp",
-             help="how the run is distributed (dtbench list shows them); repeatable"),
-    RunField("strategy_options", ("--strategy-opt",), action="append", metavar="KEY=VALUE",
-             help="an option of the strategy; repeatable", suite=dict, key_default={}),
-    RunField("straggler", ("--straggler",), metavar="RANK:FACTOR", suite=str, key_default=None,
-             help="that rank's compute takes FACTOR times as long, e.g. 1:3"),
-    RunField("bucket_mb", ("--bucket-mb",), type=positive_int, suite=int, spec=None,
-             help="DDP gradient bucket size (MiB)", strategy_option="ddp", key_default=25),
-    RunField("compression", ("--compression",), choices=COMPRESSIONS, suite=str, spec=None,
-             help="gradient compression hook for multi-rank runs", strategy_option="ddp",
-             key_default="none"),
-    RunField("rank_timeout", ("--rank-timeout",), type=positive_int, default=120, launch=True,
-             help="seconds without progress before a rank counts as hung (default 120)"),
-    RunField("comm_timeout", ("--comm-timeout",), type=positive_int, default=600, launch=True,
-             help="seconds an NCCL collective may wait before NCCL's watchdog aborts the rank "
-                  "(default 600, torch's); gloo and MPI ranks wait --rank-timeout"),
-    RunField("precision", ("--precision",), choices=PRECISIONS, suite=str, multi=5, store=True,
-             baseline=True, report=6,
-             help="numeric precision (repeatable; default fp32)"),
-    RunField("size", ("--size",), choices=SIZES, suite=str, multi=2, store=True, baseline=True,
-             report=2,
-             help="workload preset (repeatable; default small)"),
-    RunField("batch_size", ("--batch-size",), type=int_list, action="append", suite=int,
-             multi=8, spec="batch_per_rank", report=10,
-             help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
-             "`predict` fits its compute curve to)"),
-    RunField("optimizer", ("--optimizer",), choices=OPTIMIZERS, suite=str,
-             key_default="default",
-             help="default (the workload's), lars (its SGD with a layer-wise trust ratio, You "
-             "et al. 2017) or lamb (Adam's moments with a layer-wise trust ratio, You et al. "
-             "2019)"),
-    RunField("lr_scaling", ("--lr-scaling",), choices=LR_SCALINGS, suite=str, key_default="none",
-             help="the workload's learning rate times k (linear) or sqrt(k) for k = global batch "
-             "/ the workload's default batch; none (default) keeps it"),
-    RunField("warmup_epochs", ("--warmup-epochs",), type=non_negative_float, suite=(int, float),
-             key_default=0.0, metavar="EPOCHS",
-             help="time-to-train: ramp the learning rate linearly from rate/W to the rate "
-             "over the first W steps, W = EPOCHS x steps per epoch (default 0: none)"),
-    RunField("lars_eta", ("--lars-eta",), type=positive_float, suite=(int, float),
-             key_default=LARS_ETA, metavar="ETA",
-             help="LARS's trust coefficient: a weight tensor's rate is the global rate times "
-             "ETA |w| / (|g| + decay |w|) (default 0.001, You et al.)"),
-    RunField("steps", ("--steps",), type=positive_int, suite=int,
-             help="measure exactly N steps (default: until --target-ci, at least the workload's "
-             "count)"),
-    RunField("warmup", ("--warmup",), type=non_negative_int, suite=int, minimum=0,
-             help="warm-up steps before measuring (default: the workload's)"),
-    RunField("target_ci", ("--target-ci",), type=positive_float, metavar="PCT",
-             suite=(int, float), identity=False,
-             help="throughput runs measure until the 95%% interval of the median step time is "
-             "within PCT%% of it (default 2) or --max-time is spent; --steps N measures "
-             "exactly N steps instead"),
-    RunField("max_time", ("--max-time",), type=positive_float, metavar="SECONDS",
-             suite=(int, float), identity=False,
-             help="time budget of a throughput run's measured steps (default 20)"),
-    RunField("mode", ("--mode",), choices=MODES, suite=str, store=True, baseline=True,
-             report=12,
-             help="throughput (speed) or ttt (train to the quality target); default throughput"),
-    RunField("repeat", ("--repeat",), type=positive_int, suite=int, spec=None,
-             help="run each combination N times, round by round, each in fresh processes (default "
-             "1)"),
-    RunField("threads", ("--threads",), type=positive_int, help="CPU threads per rank",
-             suite=int, minimum=0, report=9),
-    RunField("seed", ("--seed",), type=non_negative_int, suite=int, minimum=0, identity=False,
-             help="random seed of parameters and data (default 0)"),
-    RunField("compile", ("--compile",), nargs="?", const="on", choices=COMPILE_MODES,
-             default=None, help=_COMPILE_HELP, suite=(bool, str)),
-    RunField("ipex", ("--ipex",), choices=IPEX_MODES, default=None, help=_IPEX_HELP, suite=str,
-             key_default=False),
-    RunField("channels_last", ("--no-channels-last",), action="store_false", default=None,
-             suite=bool,
-             help="keep the default memory format for CNNs (default: channels-last)"),
-    RunField("peak", ("--peak",), choices=PEAK_SOURCES, help=_PEAK_HELP, suite=str,
-             identity=False),
-    RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
-             help="run even when ranks x threads exceed 4x the usable cores or the estimated "
-             "memory exceeds the machine's"),
-    RunField("profile", ("--profile",), action="store_true", default=None, suite=bool,
-             identity=False, key_default=False,
-             help="after the measured steps, profile --profile-steps more on every rank with "
-             "torch.profiler: one trace per rank kept beside the record, and the time "
-             "breakdown read from them (the profiled steps stay out of every figure)"),
-    RunField("profile_steps", ("--profile-steps",), type=positive_int, suite=int,
-             identity=False, key_default=3, metavar="N",
-             help="steps profiled with --profile (default 3)"),
-    RunField("share_gpu", ("--share-gpu",), action="store_true", default=None, suite=bool,
-             key_default=False,
-             help="let ranks on a node share a GPU (refused otherwise: NCCL cannot, and a "
-             "board's energy and peak would count twice); each GPU's energy and peak then "
-             "count once, MFU per GPU"),
-    RunField("data", ("--data",), suite=str,
-             help="read samples from files: an image folder, WebDataset tar shards, HDF5 or a "
-             "tokens file (dtbench data make), in throughput and time-to-train runs; .npz/.h5 "
-             "arrays or text for time-to-train"),
-    RunField("loader_workers", ("--loader-workers",), type=non_negative_int, suite=int,
-             minimum=0, key_default=0,
-             help="DataLoader worker processes reading --data (0: the training loop reads)"),
-    RunField("skip_bad_samples", ("--skip-bad-samples",), action="store_true", default=None,
-             suite=bool, key_default=False,
-             help="skip samples that cannot be read or decoded, counted in the record"),
-    RunField("out", ("--out",), default="results", help="results store (default ./results)",
-             launch=True),
-    RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
-    RunField("machine", ("--machine",), metavar="NAME", launch=True, type=machine_name,
-             help="name this machine in the records (default: its CPU's microarchitecture "
-             "and cores)"),
-    RunField("commit", ("--commit",), launch=True, type=commit_name,
-             help="the commit of the code being benchmarked (default: the working "
-             "directory's git HEAD)"),
-    RunField("resume", ("--resume",), action="store_true", launch=True,
-             help="skip runs that already have success records in the store"),
-    RunField("quiet", ("-q", "--quiet"), action="store_true", help="no progress display",
-             launch=True),
-    # Spec fields the planner settles or derives; no option sets them directly.
-    RunField("compile_mode", identity=False),
-    RunField("ipex_mode", identity=False),
-    # not in the key (published records keep theirs), but a quick-suite run is never pooled
-    # with a scaling-suite one: apart
-    RunField("suite", identity=False, apart=True, store=True, report=14),
-    RunField("env", identity=False),
-    RunField("replicas", identity=False),
-    RunField("world_size", store=True, report=7),
-    RunField("global_batch", report=11),
-)
-
-# Spec fields newer than the first records, with the values that reproduce their keys.
-KEY_DEFAULTS: dict[str, Any] = key_defaults(RUN_FIELDS)
-# Options of the ddp strategy that older records kept as spec fields (and in their keys).
-DDP_SPEC_OPTIONS = legacy_options(RUN_FIELDS, "ddp")
-# Derived or descriptive fields that never make two runs different experiments.
-NOT_IN_KEY = not_in_key(RUN_FIELDS)
+# The precision a throughput run measures to (95% interval of the median step time, percent)
+# and its time budget (seconds of measured steps) unless told otherwise: measured on the
+# 2-core development machine, the quick suite's workloads reach 1-1.5% in their least step
+# count when the machine is quiet (docs/measurements/precision.md).
+DEFAULT_TARGET_CI = 2.0
+DEFAULT_MAX_TIME = 20.0
 
 
 @dataclass(frozen=True)
 class RunSpec:
     """Everything that defines one benchmark run; two equal specs are the same experiment.
-    Each field is declared in RUN_FIELDS too, where its flag, suite key and identity live."""
+
+    Each field is the declaration of a run field: beside its default, `declare` keeps its
+    flag and help, its suite type, whether it is part of the identity, and its store and report
+    columns (harness/core/fields.py). The command line, suites, identity key, store, planner
+    and docs/spec/command-line.md all read them from here; a subclass that declares one more
+    field reaches every one of them (tests/harness/core/test_declaration.py)."""
 
     kind: ClassVar[str] = "train"
 
-    workload: str
-    size: str = "small"
-    backend: str = "cpu"
-    comm: str = "none"
-    launcher: str = "local"
-    precision: str = "fp32"
-    nproc_per_node: int = 1
-    nnodes: int = 1
-    batch_per_rank: int = 0
-    steps: int = 0
-    warmup: int = 0
+    workload: str = declare(MISSING, "-w", "--workload", suite=str, multi=1, store=True,
+                            baseline=True, report=1,
+                            help="workload to run (repeatable; dtbench list names them)")
+    backend: str = declare("cpu", "-b", "--backend", help="cpu, cuda or auto", suite=str,
+                           multi=3, store=True, baseline=True, report=3,
+                           doc="compute backend (default: the best available)")
+    # its choices are the comm registry's names (backends/), given where the parser is built
+    comm: str = declare("none", "--comm", suite=str, multi=4, store=True, report=4,
+                        help="how ranks exchange (default: none for one rank, nccl on GPUs, "
+                        "else gloo)")
+    launcher: str = declare("local", "--launcher", suite=str, store=True, report=5,
+                            help="how ranks start (default: {default}; mpirun with --comm mpi)")
+    nproc_per_node: int = declare(1, "-n", "--nproc", option="nproc", type=int_list,
+                                  action="append", suite=int, multi=6,
+                                  help="ranks per node; a comma list such as 1,2,4 runs each")
+    nnodes: int = declare(1, "--nnodes", type=positive_int, suite=int, report=8,
+                          help="nodes of a multi-node run (default {default})")
+    strategy: str = declare("ddp", "--strategy", suite=str, multi=7, newer=True,
+                            help="how the run is distributed (dtbench list shows them); "
+                            "repeatable",
+                            doc="how the run is distributed (repeatable; "
+                            "[strategies](strategies.md))")
+    # the strategy's options, validated and typed by the strategy, sorted by name
+    strategy_options: tuple[tuple[str, Any], ...] = declare(
+        (), "--strategy-opt", option="strategy_options", action="append", metavar="KEY=VALUE",
+        help="an option of the strategy; repeatable", suite=dict, key_default={})
+    # (rank, factor): that rank's compute takes factor times as long (heterogeneity)
+    straggler: tuple[int, float] | None = declare(
+        None, "--straggler", metavar="RANK:FACTOR", suite=str, newer=True,
+        help="that rank's compute takes FACTOR times as long, e.g. 1:3")
+    precision: str = declare("fp32", "--precision", choices=PRECISIONS, suite=str, multi=5,
+                             store=True, baseline=True, report=6,
+                             help="numeric precision (repeatable; default {default})")
+    size: str = declare("small", "--size", choices=SIZES, suite=str, multi=2, store=True,
+                        baseline=True, report=2,
+                        help="workload preset (repeatable; default {default})")
+    batch_per_rank: int = declare(
+        0, "--batch-size", option="batch_size", type=int_list, action="append", suite=int,
+        multi=8, report=10,
+        help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
+        "`predict` fits its compute curve to)")
+    # large-batch training: workloads/optimizers.py
+    optimizer: str = declare(
+        "default", "--optimizer", choices=OPTIMIZERS, suite=str, newer=True,
+        help="default (the workload's), lars (its SGD with a layer-wise trust ratio, You et al. "
+        "2017) or lamb (Adam's moments with a layer-wise trust ratio, You et al. 2019)",
+        doc="the workload's optimizer (default), LARS (its SGD with a layer-wise trust ratio "
+        "η‖w‖/(‖g‖ + β‖w‖), You et al. 2017) or LAMB (Adam's moments with the trust ratio "
+        "‖w‖/‖update‖, You et al. 2019); weight tensors get the ratio, biases and "
+        "normalisation scales keep the global rate ([large-batch "
+        "training](../guide/workloads.md#large-batch-training))")
+    lr_scaling: str = declare(
+        "none", "--lr-scaling", choices=LR_SCALINGS, suite=str, newer=True,
+        help="the workload's learning rate times k (linear) or sqrt(k) for k = global batch / "
+        "the workload's default batch; {default} (default) keeps it")
+    warmup_epochs: float = declare(
+        0.0, "--warmup-epochs", type=non_negative_float, suite=(int, float), newer=True,
+        metavar="EPOCHS",
+        help="time-to-train: ramp the learning rate linearly from rate/W to the rate over the "
+        "first W steps, W = EPOCHS x steps per epoch (default {default}: none)")
+    lars_eta: float = declare(
+        LARS_ETA, "--lars-eta", type=positive_float, suite=(int, float), newer=True,
+        metavar="ETA",
+        help="LARS's trust coefficient: a weight tensor's rate is the global rate times ETA |w| "
+        "/ (|g| + decay |w|) (default {default}, You et al.)")
+    steps: int = declare(0, "--steps", type=positive_int, suite=int,
+                         help="measure exactly N steps (default: until --target-ci, at least "
+                         "the workload's count)")
+    warmup: int = declare(0, "--warmup", type=non_negative_int, suite=int, minimum=0,
+                          help="warm-up steps before measuring (default: the workload's)")
     # Measure until the 95% interval of the median step time is within this fraction of it
     # (steps is then the least count), or max_time seconds are spent; None: exactly `steps`.
-    target_ci: float | None = None
-    max_time: float | None = None
-    mode: str = "throughput"
-    seed: int = 0
-    threads: int = 0
-    channels_last: bool = True
+    target_ci: float | None = declare(
+        None, "--target-ci", type=positive_float, metavar="PCT", suite=(int, float),
+        identity=False,
+        help=f"throughput runs measure until the 95%% interval of the median step time is within "
+        f"PCT%% of it (default {DEFAULT_TARGET_CI:g}) or --max-time is spent; --steps N "
+        "measures exactly N steps instead",
+        doc=f"a throughput run measures until the 95% interval of its median step time is "
+        f"within PCT% (default {DEFAULT_TARGET_CI:g}), at least the workload's step count "
+        "([how long a run measures](../guide/running.md#how-long-a-run-measures))")
+    max_time: float | None = declare(
+        None, "--max-time", type=positive_float, metavar="SECONDS", suite=(int, float),
+        identity=False,
+        help=f"time budget of a throughput run's measured steps (default {DEFAULT_MAX_TIME:g})")
+    mode: str = declare("throughput", "--mode", choices=MODES, suite=str, store=True,
+                        baseline=True, report=12,
+                        help="throughput (speed) or ttt (train to the quality target); default "
+                        "{default}")
+    threads: int = declare(0, "--threads", type=positive_int, help="CPU threads per rank",
+                           suite=int, minimum=0, report=9)
+    seed: int = declare(0, "--seed", type=non_negative_int, suite=int, minimum=0,
+                        identity=False,
+                        help="random seed of parameters and data (default {default})")
     # whether the model is compiled; with compile_mode auto or default the runner settles it
-    compile: bool = False
-    compile_mode: str = "off"
+    compile: bool = declare(False, "--compile", nargs="?", const="on", choices=COMPILE_MODES,
+                            help=_COMPILE_HELP, suite=(bool, str),
+                            doc="torch.compile ([the best CPU configuration]"
+                            "(../guide/cpu-config.md))")
     # whether IPEX rewrites model and optimizer; with ipex_mode auto or default the runner
     # settles it
-    ipex: bool = False
-    ipex_mode: str = "off"
-    data: str | None = None
-    loader_workers: int = 0
-    skip_bad_samples: bool = False
-    share_gpu: bool = False
-    profile: bool = False
-    profile_steps: int = 3
-    suite: str | None = None
-    env: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    peak: str = "in-run"
-    strategy: str = "ddp"
-    # the strategy's options, validated and typed by the strategy, sorted by name
-    strategy_options: tuple[tuple[str, Any], ...] = ()
-    # (rank, factor): that rank's compute takes factor times as long (heterogeneity)
-    straggler: tuple[int, float] | None = None
-    # large-batch training: workloads/optimizers.py
-    optimizer: str = "default"
-    lr_scaling: str = "none"
-    warmup_epochs: float = 0.0
-    lars_eta: float = LARS_ETA
+    ipex: bool = declare(False, "--ipex", choices=IPEX_MODES, help=_IPEX_HELP, suite=str,
+                         newer=True,
+                         doc="Intel Extension for PyTorch ([the best CPU configuration]"
+                         "(../guide/cpu-config.md))")
+    channels_last: bool = declare(
+        True, "--no-channels-last", action="store_false", suite=bool,
+        help="keep the default memory format for CNNs (default: channels-last)")
+    peak: str = declare("in-run", "--peak", choices=PEAK_SOURCES, help=_PEAK_HELP, suite=str,
+                        identity=False)
+    profile: bool = declare(
+        False, "--profile", action="store_true", suite=bool, identity=False,
+        help="after the measured steps, profile --profile-steps more on every rank with "
+        "torch.profiler: one trace per rank kept beside the record, and the time breakdown "
+        "read from them (the profiled steps stay out of every figure)",
+        doc="after the measured steps, `--profile-steps` more under torch.profiler on every "
+        "rank: one Chrome/Perfetto trace per rank, gzipped, kept beside the record "
+        "(`<store>/traces/<run id>/rank<N>.trace.json.gz`, named in `notes.traces`) and read "
+        "into `time_breakdown`; the profiled steps stay out of every figure. Synchronous "
+        "strategies in throughput mode only")
+    profile_steps: int = declare(3, "--profile-steps", type=positive_int, suite=int,
+                                 identity=False, metavar="N",
+                                 help="steps profiled with --profile (default {default})")
+    share_gpu: bool = declare(
+        False, "--share-gpu", action="store_true", suite=bool, newer=True,
+        help="let ranks on a node share a GPU (refused otherwise: NCCL cannot, and a board's "
+        "energy and peak would count twice); each GPU's energy and peak then count once, MFU "
+        "per GPU",
+        doc="let ranks on a node share a GPU; without it a CUDA run with more ranks per node "
+        "than visible GPUs is refused (exit 2: NCCL refuses two ranks on one device, and a "
+        "shared board's energy and peak would count twice). With it, each GPU's energy and "
+        "peak count once and MFU is per GPU (`peak_flops.extra.shared_devices`)")
+    data: str | None = declare(
+        None, "--data", suite=str,
+        help="read samples from files: an image folder, WebDataset tar shards, HDF5 or a tokens "
+        "file (dtbench data make), in throughput and time-to-train runs; .npz/.h5 arrays or "
+        "text for time-to-train")
+    loader_workers: int = declare(
+        0, "--loader-workers", type=non_negative_int, suite=int, minimum=0, newer=True,
+        help="DataLoader worker processes reading --data (0: the training loop reads)")
+    skip_bad_samples: bool = declare(
+        False, "--skip-bad-samples", action="store_true", suite=bool, newer=True,
+        help="skip samples that cannot be read or decoded, counted in the record",
+        doc="leave out samples that cannot be read or decoded, counted in "
+        "`data_wait.skipped_samples` (default: the run fails naming the file)")
+    # Fields the planner settles or derives; no option sets them directly.
+    compile_mode: str = declare("off", identity=False)
+    ipex_mode: str = declare("off", identity=False)
+    # not in the key (published records keep theirs), but a quick-suite run is never pooled
+    # with a scaling-suite one: apart
+    suite: str | None = declare(None, identity=False, apart=True, store=True, report=14)
+    env: tuple[tuple[str, str], ...] = declare(default_factory=tuple, identity=False)
     # data-parallel replicas that each take batch_per_rank samples a step (0: every rank);
     # set from the strategy when the spec is planned (pipeline stages share one batch)
-    replicas: int = 0
+    replicas: int = declare(0, identity=False)
 
     @property
     def world_size(self) -> int:
@@ -304,7 +266,7 @@ class RunSpec:
         environment or where the peak came from). Fields added since records were first
         written are left out while they hold their defaults, so the key of an unchanged
         experiment stays what older records carry."""
-        return spec_key(self.as_dict(), RUN_FIELDS)
+        return spec_key(self.as_dict(), run_fields(type(self)))
 
     def label(self) -> str:
         options = "".join(f" {k}={v}" for k, v in self.strategy_options)
@@ -332,7 +294,7 @@ class RunSpec:
         values = {k: v for k, v in data.items() if k in names}
         values["env"] = tuple(sorted(dict(values.get("env") or {}).items()))
         options = dict(values.get("strategy_options") or {})
-        if values.get("strategy", "ddp") == "ddp":
+        if values.get("strategy", KEY_DEFAULTS["strategy"]) == "ddp":
             for name, default in DDP_SPEC_OPTIONS.items():
                 if name in data and data[name] != default:
                     options.setdefault(name, data[name])
@@ -345,14 +307,69 @@ class RunSpec:
 @dataclass(frozen=True)
 class LaunchOptions:
     """Where and how ranks start; not part of a run's identity (the same experiment can be
-    launched from any node)."""
+    launched from any node). Declared like RunSpec's fields: `dtbench run` takes each as an
+    option, and an option not given leaves the default written here."""
 
-    node_rank: int = 0
-    master_addr: str | None = None
-    master_port: int = 0
-    hostfile: str | None = None
-    rank_timeout: float = 120.0
-    comm_timeout: float = 600.0
+    node_rank: int = declare(0, "--node-rank", type=non_negative_int,
+                             help="this node's rank in a torchrun-style multi-node run (default "
+                             "{default})")
+    master_addr: str | None = declare(None, "--master-addr",
+                                      help="the rendezvous host of a multi-node run (default "
+                                      "127.0.0.1)")
+    master_port: int = declare(0, "--master-port", type=positive_int,
+                               help="the rendezvous port (default: a free one)")
+    hostfile: str | None = declare(None, "--hostfile",
+                                   help="mpirun's host file for a multi-node MPI run")
+    rank_timeout: float = declare(120.0, "--rank-timeout", type=positive_int,
+                                  help="seconds without progress before a rank counts as hung "
+                                  "(default {default})")
+    comm_timeout: float = declare(600.0, "--comm-timeout", type=positive_int,
+                                  help="seconds an NCCL collective may wait before NCCL's "
+                                  "watchdog aborts the rank (default {default}, torch's); gloo "
+                                  "and MPI ranks wait --rank-timeout")
+
+
+# Options of a run that fill no spec field: ddp's, which older records kept as spec fields (and
+# in their keys, at these values), and how often each combination runs.
+OPTION_FIELDS: tuple[RunField, ...] = (
+    RunField("bucket_mb", ("--bucket-mb",), type=positive_int, suite=int, spec=None,
+             help="DDP gradient bucket size (MiB)", strategy_option="ddp", key_default=25),
+    RunField("compression", ("--compression",), choices=COMPRESSIONS, suite=str, spec=None,
+             help="gradient compression hook for multi-rank runs", strategy_option="ddp",
+             key_default="none"),
+    RunField("repeat", ("--repeat",), type=positive_int, suite=int, spec=None, field_default=1,
+             help="run each combination N times, round by round, each in fresh processes "
+             "(default {default})"),
+)
+# Properties of a spec that records carry beside its fields (RunSpec.as_dict).
+DERIVED_FIELDS: tuple[RunField, ...] = (
+    RunField("world_size", store=True, store_type="bigint", report=7),
+    RunField("global_batch", report=11),
+)
+
+
+@cache
+def run_fields(spec: type[RunSpec] = RunSpec) -> tuple[RunField, ...]:
+    """Every field of a run: the spec's declared fields in their order, the options that fill
+    none, the derived ones, then where ranks start. Read off the classes when first asked, so a
+    RunSpec subclass that declares a field gets a tuple with it."""
+    return (*declared_fields(spec), *OPTION_FIELDS, *DERIVED_FIELDS,
+            *(replace(f, launch=True) for f in declared_fields(LaunchOptions)))
+
+
+def spec_defaults(spec: type[RunSpec] = RunSpec) -> dict[str, Any]:
+    """Spec field -> the value a run gets where neither the command line nor a suite, nor the
+    planner's reading of the workload and machine, sets it."""
+    return field_defaults(declared_fields(spec))
+
+
+RUN_FIELDS = run_fields()
+# Spec fields newer than the first records, with the values that reproduce their keys.
+KEY_DEFAULTS: dict[str, Any] = key_defaults(RUN_FIELDS)
+# Options of the ddp strategy that older records kept as spec fields (and in their keys).
+DDP_SPEC_OPTIONS = legacy_options(RUN_FIELDS, "ddp")
+# Derived or descriptive fields that never make two runs different experiments.
+NOT_IN_KEY = not_in_key(RUN_FIELDS)
 
 
 @dataclass(frozen=True)

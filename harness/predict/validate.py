@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.spec import DDP_SPEC_OPTIONS, KEY_DEFAULTS
 from harness.predict.calibration import (
     Fit,
     comm_fits,
@@ -32,7 +33,6 @@ from harness.records.record import metric
 from harness.strategies import STRATEGIES
 
 GOAL = 0.15  # docs/guide/prediction.md: at most 15% error on the configurations measured here
-RUN_FIELDS = ("bucket_mb", "compression")  # ddp's options that old records keep as spec fields
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,8 @@ def _given_options(spec: dict[str, Any], strategy: str) -> dict[str, Any]:
     """The options the run was given: its strategy_options, and the spec fields of old
     records that the strategy's class declares as options."""
     cls = STRATEGIES.get(strategy)
-    given = {key: spec[key] for key in RUN_FIELDS if key in spec and cls.option(key)}
+    # ddp's options that old records keep as spec fields (the run-field declaration's)
+    given = {key: spec[key] for key in DDP_SPEC_OPTIONS if key in spec and cls.option(key)}
     options = spec.get("strategy_options")
     if isinstance(options, dict):
         given.update(options)
@@ -154,7 +155,7 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
                  algorithm: str = "ring") -> ValidationRow:
     """The prediction of one measured run from the calibration records."""
     spec = record["spec"]
-    strategy = str(spec.get("strategy") or "ddp")
+    strategy = str(spec.get("strategy") or KEY_DEFAULTS["strategy"])  # older records: ddp
     link = link_key(record)
     row = ValidationRow(record, strategy, link, _step_time(record))
     if strategy not in modelled():

@@ -1,7 +1,7 @@
 """Which records measured the same thing: one experiment identity for every view (compare,
 report, history, publish, predict's calibration).
 
-The identity is the run fields' declaration (harness/core/fields.py, RUN_FIELDS): the fields
+The identity is the run fields' declaration (RunSpec's fields in harness/core/spec.py): the fields
 of the spec key (workload, size, precision, batch, ranks and their layout, strategy and its
 options, comm, launcher, threads, data, mode, ...) and those kept apart beside it (the
 suite). Beside it stand the machine (its --machine name, else its CPU's label) and the version

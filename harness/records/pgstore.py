@@ -22,6 +22,7 @@ from harness.records.record import MAX_RECORD_BYTES, check_record, validate_reco
 from harness.records.store import (
     BASELINE_COLUMNS,
     COLUMNS,
+    INTEGER_SPEC_COLUMNS,
     SPEC_COLUMNS,
     STAMP_COLUMNS,
     choose_baseline,
@@ -39,7 +40,7 @@ from harness.records.summary import (
 TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
 # Columns holding integers; the others hold text (what the directory index holds there).
-INTEGER_COLUMNS = frozenset({"world_size", *INTEGER_SUMMARY, *STAMP_COLUMNS})
+INTEGER_COLUMNS = frozenset({*INTEGER_SPEC_COLUMNS, *INTEGER_SUMMARY, *STAMP_COLUMNS})
 # The largest record text read from the server (a directory store's limit, harness/records/record).
 _TEXT = f"CASE WHEN octet_length(record::text) <= {MAX_RECORD_BYTES} THEN record::text END"
 _CREATE: Any = object()  # _run's `absent` for writers: the table is made where missing

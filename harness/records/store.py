@@ -16,7 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
-from harness.core.fields import baseline_columns, store_columns
+from harness.core.fields import baseline_columns, integer_columns, store_columns
 from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regular, write_atomic
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
@@ -38,6 +38,8 @@ from harness.records.summary import SUMMARY_COLUMNS, summary_cells
 LEGACY_INDEX_NAME = "index.sqlite"
 # The spec's columns are those its fields declare; an index with other columns is rebuilt.
 SPEC_COLUMNS = store_columns(RUN_FIELDS)
+# Those a server types as integers (harness/records/pgstore.py).
+INTEGER_SPEC_COLUMNS = integer_columns(RUN_FIELDS)
 # A server's table has these too (harness/records/pgstore.py), empty there.
 STAMP_COLUMNS = ("file_bytes", "file_mtime_ns")
 COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key",

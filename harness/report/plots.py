@@ -17,11 +17,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from harness.core.spec import PRECISIONS
 from harness.core.text import size_label
 from harness.report.units import si
 from harness.report.view import RecordView, clean_text, collapsed, group
-
-PRECISION_ORDER = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -60,7 +59,7 @@ def _png(figure: Figure) -> bytes:
 def _colours(views: list[RecordView]) -> dict[str, str]:
     """One colour per precision, fp32 first, so a precision keeps its colour in every plot."""
     found = {view.text("precision") for view in views}
-    ordered = [p for p in PRECISION_ORDER if p in found] + sorted(found - set(PRECISION_ORDER))
+    ordered = [p for p in PRECISIONS if p in found] + sorted(found - set(PRECISIONS))
     return {precision: f"C{i % 10}" for i, precision in enumerate(ordered)}
 
 

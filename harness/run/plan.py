@@ -1,4 +1,8 @@
-"""Turn a suite and command-line options into the list of validated, fully resolved specs."""
+"""Turn a suite and command-line options into the list of validated, fully resolved specs.
+
+What neither the command line nor the suite sets, the planner reads from the workload and the
+machine (batch, steps, threads, backend) or else takes from the spec's declared defaults
+(harness/core/spec.py): no default is written here."""
 from __future__ import annotations
 
 import itertools
@@ -7,21 +11,28 @@ from typing import Any
 
 from harness.core.errors import UsageError
 from harness.core.fields import legacy_options, multi_keys
-from harness.core.spec import COMPILE_MODES, IPEX_MODES, RUN_FIELDS, RunSpec, performance_env
+from harness.core.spec import (
+    COMPILE_MODES,
+    DEFAULT_MAX_TIME,
+    DEFAULT_TARGET_CI,
+    IPEX_MODES,
+    OPTION_FIELDS,
+    RUN_FIELDS,
+    RunSpec,
+    performance_env,
+    run_fields,
+    spec_defaults,
+)
 from harness.run.suites import Suite
 from harness.run.validate import validate
 from harness.strategies import STRATEGIES
 
 # The default of --peak where the command line and the suite say nothing (e.g. cached in tests).
 PEAK_ENV = "DTBENCH_PEAK"
-# The precision a throughput run measures to (95% interval of the median step time, percent)
-# and its time budget (seconds of measured steps) unless told otherwise: measured on the
-# 2-core development machine, the quick suite's workloads reach 1-1.5% in their least step
-# count when the machine is quiet (docs/measurements/precision.md).
-DEFAULT_TARGET_CI = 2.0
-DEFAULT_MAX_TIME = 20.0
 # Command-line options that may be given several times; one run per combination.
 MULTI_KEYS = multi_keys(RUN_FIELDS)
+# How often each combination runs where neither the command line nor the suite says.
+REPEAT = next(f.field_default for f in OPTION_FIELDS if f.name == "repeat")
 
 
 def best_backend() -> str:
@@ -39,13 +50,18 @@ def backend_precisions(options: dict[str, Any]) -> list[str]:
                 .precisions)
 
 
-def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
-    """A full spec from one run's options: defaults from the workload preset and the machine."""
+def resolve(options: dict[str, Any], suite_name: str | None,
+            spec_class: type[RunSpec] = RunSpec) -> RunSpec:
+    """A full spec from one run's options: defaults from the workload preset and the machine,
+    else the spec's declared ones."""
     from workloads import get_workload
 
+    default = spec_defaults(spec_class)
     backend = options.get("backend") or "auto"
-    world = (options.get("nproc") or 1) * (options.get("nnodes") or 1)
-    strategy = STRATEGIES.get(options.get("strategy") or "ddp")
+    nproc = options.get("nproc") or default["nproc_per_node"]
+    nnodes = options.get("nnodes") or default["nnodes"]
+    world = nproc * nnodes
+    strategy = STRATEGIES.get(options.get("strategy") or default["strategy"])
     if backend == "auto":
         # gloo and MPI runs are host runs (validate says why); GPUs talk over NCCL, so a
         # strategy that cannot use it runs on the host too
@@ -53,27 +69,28 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
                               or "nccl" not in strategy.comms)
         backend = "cpu" if host else best_backend()
     workload = get_workload(options["workload"])
-    size = options.get("size") or "small"
+    size = options.get("size") or default["size"]
     preset = workload.preset(size)
-    nproc = options.get("nproc") or 1
-    threads = options.get("threads") or 0
+    threads = options.get("threads") or default["threads"]
     if not threads and backend == "cpu":
         threads = max(1, len(os.sched_getaffinity(0)) // nproc)
-    comm = options.get("comm") or ("none" if world == 1 else
+    comm = options.get("comm") or (default["comm"] if world == 1 else
                                    "nccl" if backend == "cuda" else "gloo")
+    mode = options.get("mode") or default["mode"]
     values: dict[str, Any] = dict(
         workload=workload.name, size=size, backend=backend, comm=comm,
         # MPI ranks are started by MPI: with --comm mpi the launcher defaults to mpirun.
         launcher=options.get("launcher") or ("mpirun" if comm == "mpi" and world > 1
-                                             else "local"),
-        precision=options.get("precision") or "fp32",
-        nproc_per_node=nproc, nnodes=options.get("nnodes") or 1,
+                                             else default["launcher"]),
+        precision=options.get("precision") or default["precision"],
+        nproc_per_node=nproc, nnodes=nnodes,
         batch_per_rank=options.get("batch_size") or preset.default_batch(backend),
         steps=options.get("steps") or preset.steps,
         warmup=preset.warmup if options.get("warmup") is None else options["warmup"],
-        **measurement(options, (strategy.synchronous and strategy.all_step) or world == 1),
-        mode=options.get("mode") or "throughput",
-        seed=options.get("seed") or 0,
+        **measurement({**options, "mode": mode},
+                      (strategy.synchronous and strategy.all_step) or world == 1),
+        mode=mode,
+        seed=options.get("seed") or default["seed"],
         threads=threads,
         channels_last=(workload.image_model if options.get("channels_last") is None
                        else bool(options["channels_last"]) and workload.image_model),
@@ -85,15 +102,15 @@ def resolve(options: dict[str, Any], suite_name: str | None) -> RunSpec:
         strategy=strategy.name,
         strategy_options=strategy.parse_options(strategy_options(options, strategy.name)),
         straggler=parse_straggler(options.get("straggler")),
-        peak=options.get("peak") or os.environ.get(PEAK_ENV) or "in-run",
+        peak=options.get("peak") or os.environ.get(PEAK_ENV) or default["peak"],
         suite=suite_name,
         env=tuple(performance_env().items()),
     )
     # A declared field the planner does not settle above takes its option's value as given.
-    values.update({f.spec_name: options[f.name] for f in RUN_FIELDS
+    values.update({f.spec_name: options[f.name] for f in run_fields(spec_class)
                    if f.suite is not None and f.spec_name is not None
                    and f.spec_name not in values and options.get(f.name) is not None})
-    spec = RunSpec(**values)
+    spec = spec_class(**values)
     replicas = strategy.replicas(spec)
     if replicas != spec.world_size:
         spec = spec.replace(replicas=replicas)
@@ -110,7 +127,7 @@ def measurement(options: dict[str, Any], together: bool) -> dict[str, Any]:
     if options.get("steps") and target is not None:
         raise UsageError("--steps measures exactly that many steps and --target-ci until the "
                          "figure is that precise: give one of them")
-    if (options.get("mode") or "throughput") != "throughput" or options.get("steps"):
+    if options["mode"] != "throughput" or options.get("steps"):
         return {"target_ci": None, "max_time": None}
     if not together:
         if target is not None or budget is not None:
@@ -170,7 +187,8 @@ def parse_straggler(text: Any) -> tuple[int, float] | None:
     return parsed
 
 
-def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, int]]:
+def plan_runs(suite: Suite | None, cli: dict[str, Any],
+              spec_class: type[RunSpec] = RunSpec) -> list[tuple[RunSpec, int]]:
     """(spec, repeat) pairs: suite runs with command-line options laid over them.
 
     A command-line value replaces the suite's; `-w` given with a suite selects its runs.
@@ -194,18 +212,19 @@ def plan_runs(suite: Suite | None, cli: dict[str, Any]) -> list[tuple[RunSpec, i
                 WORKLOADS.get(unknown[0])
                 raise UsageError(f"suite {suite.name} has no run of workload {unknown[0]!r}")
             base_runs = [r for r in base_runs if r["workload"] in selected]
-    multi = {k: overrides.pop(k) for k in MULTI_KEYS if k in overrides}
+    multi = {k: overrides.pop(k) for k in multi_keys(run_fields(spec_class)) if k in overrides}
     planned: list[tuple[RunSpec, int]] = []
     seen: set[RunSpec] = set()
     for run in base_runs:
         keys = list(multi)
         for combination in itertools.product(*(multi[k] for k in keys)) if keys else [()]:
             options = {**run, **overrides, **dict(zip(keys, combination, strict=True))}
-            repeat = options.pop("repeat", 1) or 1
+            repeat = options.pop("repeat", REPEAT) or REPEAT
             precisions = (backend_precisions(options) if options.get("precision") == "all"
                           else [options.get("precision")])
             for precision in precisions:
-                spec = resolve({**options, "precision": precision}, suite.name if suite else None)
+                spec = resolve({**options, "precision": precision}, suite.name if suite else None,
+                               spec_class)
                 if spec not in seen:
                     seen.add(spec)
                     planned.append((spec, repeat))

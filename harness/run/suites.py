@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.fields import suite_keys, suite_minimums
-from harness.core.spec import PRECISIONS, RUN_FIELDS
+from harness.core.fields import RunField, suite_keys, suite_minimums
+from harness.core.spec import PRECISIONS, RUN_FIELDS, RunSpec, run_fields, spec_defaults
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000
 RUN_KEYS = suite_keys(RUN_FIELDS)
-# The least integer each integer key takes.
-RUN_MINIMUMS = suite_minimums(RUN_FIELDS)
 TOP_KEYS = ("name", "description", "defaults", "runs", "kernels")
 KERNEL_KEYS = ("set", "precision")
 
@@ -39,8 +37,9 @@ def builtin_names() -> list[str]:
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
 
 
-def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
-    expected = RUN_KEYS[key]
+def _check_value(source: str, where: str, key: str, value: Any,
+                 fields: tuple[RunField, ...] = RUN_FIELDS) -> list[Any]:
+    expected = suite_keys(fields)[key]
     values = value if isinstance(value, list) else [value]
     if not values:
         raise UsageError(f"{source}: {where}.{key} is an empty list")
@@ -54,7 +53,7 @@ def _check_value(source: str, where: str, key: str, value: Any) -> list[Any]:
             names = " or ".join(t.__name__ for t in
                                 (expected if isinstance(expected, tuple) else (expected,)))
             raise UsageError(f"{source}: {where}.{key} must be a {names}, got {item!r}")
-        minimum = RUN_MINIMUMS[key]
+        minimum = suite_minimums(fields)[key]
         if expected is int and item < minimum:
             raise UsageError(f"{source}: {where}.{key} must be "
                              f"{'>= 0' if minimum == 0 else 'positive'}, got {item}")
@@ -71,9 +70,10 @@ def _check_keys(source: str, where: str, table: Any, valid: Iterable[str]) -> No
                          f"{', '.join(sorted(valid))}")
 
 
-def _check_table(source: str, where: str, table: Any) -> dict[str, list[Any]]:
-    _check_keys(source, where, table, RUN_KEYS)
-    return {key: _check_value(source, where, key, value) for key, value in table.items()}
+def _check_table(source: str, where: str, table: Any,
+                 fields: tuple[RunField, ...] = RUN_FIELDS) -> dict[str, list[Any]]:
+    _check_keys(source, where, table, suite_keys(fields))
+    return {key: _check_value(source, where, key, value, fields) for key, value in table.items()}
 
 
 def _check_kernels(source: str, table: Any) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def _check_kernels(source: str, table: Any) -> dict[str, Any]:
     if table.get("set") not in SETS:
         raise UsageError(f"{source}: kernels.set must be one of {', '.join(SETS)}, got "
                          f"{table.get('set')!r}")
-    precisions = table.get("precision", ["fp32"])
+    precisions = table.get("precision", [spec_defaults()["precision"]])
     precisions = precisions if isinstance(precisions, list) else [precisions]
     if not precisions or not all(p in PRECISIONS for p in precisions):
         raise UsageError(f"{source}: kernels.precision must be one or a list of "
@@ -92,8 +92,11 @@ def _check_kernels(source: str, table: Any) -> dict[str, Any]:
     return {"set": table["set"], "precision": precisions}
 
 
-def parse_suite(text: str, source: str, default_name: str) -> Suite:
-    """Parse and validate a suite document; every problem is a one-line UsageError."""
+def parse_suite(text: str, source: str, default_name: str,
+                spec_class: type[RunSpec] = RunSpec) -> Suite:
+    """Parse and validate a suite document; every problem is a one-line UsageError. Its keys
+    are the run fields `spec_class` declares with a suite type."""
+    fields = run_fields(spec_class)
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -113,13 +116,13 @@ def parse_suite(text: str, source: str, default_name: str) -> Suite:
             raise UsageError(f"{source}: a suite has [[runs]] or a [kernels] table, not both")
         return Suite(name=name, description=description, runs=(),
                      kernels=_check_kernels(source, document["kernels"]))
-    defaults = _check_table(source, "defaults", document.get("defaults", {}))
+    defaults = _check_table(source, "defaults", document.get("defaults", {}), fields)
     runs = document.get("runs")
     if not isinstance(runs, list) or not runs:
         raise UsageError(f"{source}: a suite needs at least one [[runs]] table")
     expanded: list[dict[str, Any]] = []
     for index, entry in enumerate(runs):
-        table = {**defaults, **_check_table(source, f"runs[{index}]", entry)}
+        table = {**defaults, **_check_table(source, f"runs[{index}]", entry, fields)}
         if "workload" not in table:
             raise UsageError(f"{source}: runs[{index}] has no workload")
         keys = list(table)

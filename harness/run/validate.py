@@ -7,10 +7,8 @@ from __future__ import annotations
 
 from harness.core.errors import UsageError
 from harness.core.spec import (
-    COMM_CHOICES,
     COMPILE_MODES,
     IPEX_MODES,
-    LAUNCHER_CHOICES,
     MODES,
     PEAK_SOURCES,
     PRECISIONS,
@@ -38,7 +36,7 @@ def validate(spec: RunSpec) -> RunSpec:
     Availability on this machine is not checked here: an unavailable but valid choice becomes
     a `skipped` record, while an invalid one is a usage error.
     """
-    from backends import COMPUTE_BACKENDS
+    from backends import COMM_BACKENDS, COMPUTE_BACKENDS, LAUNCHERS
     from workloads import WORKLOADS
 
     WORKLOADS.get(spec.workload)
@@ -46,8 +44,8 @@ def validate(spec: RunSpec) -> RunSpec:
     _check_choice("size", spec.size, SIZES)
     _check_choice("precision", spec.precision, PRECISIONS)
     _check_choice("mode", spec.mode, MODES)
-    _check_choice("comm backend", spec.comm, COMM_CHOICES)
-    _check_choice("launcher", spec.launcher, LAUNCHER_CHOICES)
+    _check_choice("comm backend", spec.comm, COMM_BACKENDS.names())
+    _check_choice("launcher", spec.launcher, LAUNCHERS.names())
     _check_choice("peak source", spec.peak, PEAK_SOURCES)
     _check_choice("compile mode", spec.compile_mode, COMPILE_MODES)
     _check_choice("ipex mode", spec.ipex_mode, IPEX_MODES)
