@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.spec import KEY_DEFAULTS
 
 TOLERANCE = 1e-5
 
@@ -74,7 +75,7 @@ def rank_weights(trajectory: dict[str, Any]) -> list[float]:
     from harness.strategies import STRATEGIES
 
     spec, workers = trajectory.get("spec") or {}, len(trajectory["losses"])
-    strategy = str(spec.get("strategy") or "ddp")
+    strategy = str(spec.get("strategy") or KEY_DEFAULTS["strategy"])
     batch, total = spec.get("batch_per_rank"), trajectory.get("samples_per_step")
     known = STRATEGIES.get(strategy) if strategy in STRATEGIES.names() else None
     if workers > 1 and known is not None and not (known.synchronous and known.one_model):

@@ -3,6 +3,7 @@ convergence apart (throughput and step time; samples and time to the target), wi
 they cost in bytes per step by kind and in memory per rank."""
 from __future__ import annotations
 
+from harness.core.spec import KEY_DEFAULTS
 from harness.core.text import human_bytes
 from harness.records.experiment import fields_of, text, version_of
 from harness.report.columns import heading as column_heading
@@ -57,7 +58,7 @@ def strategies_section(training: list[RecordView]) -> Section | None:
     """One table per workload that ran under two or more strategies (None if none did)."""
     tables = []
     for workload, views in group(training, "workload").items():
-        if len({view.spec.get("strategy", "ddp") for view in views}) < 2:
+        if len({view.spec.get("strategy", KEY_DEFAULTS["strategy"]) for view in views}) < 2:
             continue
         done = [view for view in views if view.status == "success"]
         extra, every_row = identity_columns([view.spec for view in done], SHOWN)

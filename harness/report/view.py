@@ -14,7 +14,7 @@ from typing import Any
 from harness.core.fields import report_columns
 from harness.core.machine_load import is_busy, marked_status
 from harness.core.outputs import clean_text
-from harness.core.spec import RUN_FIELDS
+from harness.core.spec import KEY_DEFAULTS, RUN_FIELDS
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
 from harness.records.machine import machine_label
 
@@ -158,7 +158,7 @@ class RecordView:
     @property
     def strategy(self) -> str:
         """The strategy and its options: "ddp", "localsgd period=8"."""
-        name = clean_text(self.spec.get("strategy"), 40) or "ddp"
+        name = clean_text(self.spec.get("strategy"), 40) or KEY_DEFAULTS["strategy"]
         options = self.spec.get("strategy_options")
         if isinstance(options, dict) and options:
             name += " " + " ".join(f"{clean_text(k, 30)}={clean_text(v, 30)}"

@@ -29,9 +29,10 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from backends import COMM_BACKENDS, LAUNCHERS
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
-from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, RunSpec
+from harness.core.spec import RunSpec
 from harness.strategies.clock import PhaseClock
 from harness.strategies.meter import CommMeter
 from harness.strategies.options import Option
@@ -100,10 +101,10 @@ class Strategy(ABC):
     all_step: ClassVar[bool] = True
     # Communication backends it can run on (with several ranks): every one the run accepts
     # unless the class narrows them (and says why in comm_reason).
-    comms: ClassVar[tuple[str, ...]] = tuple(c for c in COMM_CHOICES if c != "none")
+    comms: ClassVar[tuple[str, ...]] = tuple(c for c in COMM_BACKENDS.names() if c != "none")
     # why the communication backends not in `comms` cannot run it (the refusal says so)
     comm_reason: ClassVar[str] = ""
-    launchers: ClassVar[tuple[str, ...]] = LAUNCHER_CHOICES
+    launchers: ClassVar[tuple[str, ...]] = tuple(LAUNCHERS.names())
     # Whether set-up applies Recipe.ipex (ipex.optimize of the model and its optimizer).
     uses_ipex: ClassVar[bool] = False
     # Each rank runs the whole forward pass with no communication in it, so its forward phase
