@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from harness.comm.meter import CommMeter
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
@@ -21,7 +22,6 @@ from harness.rank.feed import Feed
 from harness.rank.measure import Decider, measure
 from harness.rank.trainer import Trainer
 from harness.records.rundir import CHECK_SYNC_VAR, RankResult
-from harness.strategies.meter import CommMeter
 
 ProgressFn = Callable[[str, int, int], None]
 

@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    from harness.comm.meter import COUNTED, CommMeter
+    from harness.comm.paramserver import LOST_DIR_VAR
     from harness.rank.environment import (
         RankReporter,
         bind_device,
@@ -41,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         init_comm,
     )
     from harness.rank.loops import run_throughput, run_time_to_train
-    from harness.strategies.meter import COUNTED, CommMeter
-    from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
+    from harness.strategies.worker_loss import tolerates_loss
 
     run_dir = RunDir.join(args.run_dir)
     spec = read_spec()

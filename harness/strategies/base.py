@@ -26,11 +26,11 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.strategies.clock import PhaseClock
-from harness.strategies.meter import CommMeter
 from harness.strategies.options import Option
 
 
