@@ -24,10 +24,10 @@ from harness.records.fingerprint import (
     with_nodes,
 )
 from harness.records.record import Metric, build_record, new_run_id, utc_now
-from harness.records.stores import destination, open_writer
 from harness.run.guard import check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
+from harness.store.targets import destination, open_writer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

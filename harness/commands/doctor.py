@@ -152,7 +152,7 @@ def checks_table(checks: list[Any]) -> str:
 
 def fleet_command(args: argparse.Namespace) -> int:
     from harness.compare.fleet import fleet, outlier_lines
-    from harness.records.inputs import load_inputs
+    from harness.store.sources import load_inputs
 
     loaded = load_inputs(args.fleet)
     for warning in loaded.warnings:
@@ -184,9 +184,9 @@ def command(args: argparse.Namespace) -> int:
         return fleet_command(args)
     from harness.commands.arguments import check_json_target
     from harness.records.record import new_run_id, utc_now
-    from harness.records.stores import destination, open_writer
     from harness.run.doctor import verdict_of
     from harness.run.plan import best_backend
+    from harness.store.targets import destination, open_writer
 
     backend = best_backend() if args.backend == "auto" else args.backend
     if backend not in ("cpu", "cuda"):

@@ -15,8 +15,8 @@ from harness.core.interrupts import Interrupted
 from harness.core.spec import PRECISIONS
 from harness.core.text import render_table
 from harness.microbench.kernels.sets import DEFAULT_SET, SETS, KernelSet, get_set
-from harness.records.stores import destination, open_writer
 from harness.run.progress import Progress
+from harness.store.targets import destination, open_writer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

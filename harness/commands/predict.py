@@ -223,8 +223,8 @@ def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
     if json_target is not None:
         write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
     if target is not None:
-        from harness.records.inputs import Loaded
         from harness.report import choose_format, render
+        from harness.store.sources import Loaded
 
         loaded = Loaded(records=records, sources=[])
         write_atomic(target, render(loaded, choose_format(None, args.output),
