@@ -8,7 +8,7 @@ from typing import Any
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.records.record import Metric
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 
 @dataclass

@@ -40,7 +40,7 @@ import torch.distributed as dist
 
 from harness.comm.meter import CommMeter
 from harness.core.stats import quantile
-from harness.records.rundir import LostWorker, RunDir
+from harness.rundir import LostWorker, RunDir
 
 PUSH, FETCH, DONE, PLAN, FETCH_SLICED = 1, 2, 3, 4, 5
 TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS, TAG_PLAN = 11, 12, 13, 14, 15

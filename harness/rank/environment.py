@@ -16,7 +16,7 @@ from typing import Any
 import torch.distributed as dist
 
 from harness.comm.meter import COUNTED, CommMeter, register_counted_backend
-from harness.records.rundir import RankReport, RunDir
+from harness.rundir import RankReport, RunDir
 
 
 @dataclass(frozen=True)

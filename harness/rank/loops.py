@@ -21,7 +21,7 @@ from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.feed import Feed
 from harness.rank.measure import Decider, measure
 from harness.rank.trainer import Trainer
-from harness.records.rundir import CHECK_SYNC_VAR, RankResult
+from harness.rundir import CHECK_SYNC_VAR, RankResult
 
 ProgressFn = Callable[[str, int, int], None]
 

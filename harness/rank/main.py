@@ -1,6 +1,6 @@
 """Entry point of one rank, whatever started it: `python -m harness.rank.main --run-dir D`.
 
-The spec comes from the environment the supervisor set (harness/records/rundir.py). Rank 0
+The spec comes from the environment the supervisor set (harness/rundir.py). Rank 0
 writes every rank's measurements (gathered over the process group) to the run directory;
 each rank leaves its status there, so the supervisor can tell which rank failed and why. A
 run without a communication backend is one rank that joins no process group.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.core.errors import RunFailed, SkipRun, status_of
 from harness.core.text import one_line
-from harness.records.rundir import RankReport, RunDir, read_spec
+from harness.rundir import RankReport, RunDir, read_spec
 
 # A rank's exit code when its run was skipped (1 is a failure).
 RANK_SKIPPED = 3

@@ -12,7 +12,7 @@ from harness.comm.meter import CommMeter
 from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
 from harness.rank.faults import inject_fault
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
 
 

@@ -30,7 +30,7 @@ from harness.core.spec import RunSpec
 from harness.records.record import new_run_id, utc_now
 
 if TYPE_CHECKING:
-    from harness.records.rundir import RankResult
+    from harness.rundir import RankResult
 
 # The median step with the switch on must be at most this share of the one without it.
 MARGIN = 0.97

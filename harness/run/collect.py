@@ -14,7 +14,7 @@ from harness.comm.meter import COUNTED
 from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.records.record import Metric
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 from harness.store.directory import Store
 from harness.strategies import STRATEGIES
 from workloads.flops import count_flops_per_sample

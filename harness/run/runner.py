@@ -12,13 +12,13 @@ from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.records.provenance import Provenance
 from harness.records.record import new_run_id, utc_now
-from harness.records.rundir import RankResult
 from harness.run.collect import collect_run
 from harness.run.launch import launch
 from harness.run.progress import Progress
 from harness.run.record import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
+from harness.rundir import RankResult
 from harness.store.directory import Store
 
 

@@ -22,7 +22,9 @@ import psutil
 from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
-from harness.records.rundir import (
+from harness.run.losses import LossBook
+from harness.run.ranklogs import last_error_line, traceback_tail
+from harness.rundir import (
     RUN_ID_VAR,
     RankState,
     RunDir,
@@ -30,8 +32,6 @@ from harness.records.rundir import (
     forwarded_variables,
     spec_environment,
 )
-from harness.run.losses import LossBook
-from harness.run.ranklogs import last_error_line, traceback_tail
 
 POLL_S = 0.2
 GRACE_S = 10.0

@@ -35,7 +35,7 @@ import torch.distributed as dist
 
 from harness.comm.meter import CommMeter
 from harness.comm.paramserver import LOST_CHECK_S, LOST_DIR_VAR
-from harness.records.rundir import LostWorker, RunDir
+from harness.rundir import LostWorker, RunDir
 from harness.strategies.lbfgs import NONE, REDUCTIONS, Coordinator, ShardVectors
 from harness.strategies.portions import PortionScheduler
 
