@@ -163,7 +163,7 @@ def ipex_unusable(spec: RunSpec) -> str | None:
     return ipex_availability(precision=spec.precision).reason or None
 
 
-def settle(spec: RunSpec, switch: str, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
+def decide_switch(spec: RunSpec, switch: str, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """The spec with one switch decided, and how it was decided."""
     mode = _mode(spec, switch)
     if mode in ("on", "off"):
@@ -186,10 +186,10 @@ def settle_all(spec: RunSpec, probe: Probe | None = None
     """IPEX, then compile, decided for this run."""
     choices = {}
     for switch in SWITCHES:
-        spec, choices[switch] = settle(spec, switch, probe)
+        spec, choices[switch] = decide_switch(spec, switch, probe)
     return spec, choices
 
 
 def settle_compile(spec: RunSpec, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """Only the compile switch (IPEX as the spec has it)."""
-    return settle(spec, "compile", probe)
+    return decide_switch(spec, "compile", probe)

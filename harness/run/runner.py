@@ -1,5 +1,5 @@
 """From a planned spec to a stored record, one stage after the other and each once: settle
-(harness/run/settle.py), launch (launch.py), collect (collect.py), record (record.py), store
+(harness/run/settle.py), launch (launch.py), collect (collect.py), record (recorder.py), store
 (harness/store/directory.py)."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from harness.records.record import new_run_id, utc_now
 from harness.run.collect import collect_run
 from harness.run.launch import launch
 from harness.run.progress import Progress
-from harness.run.record import Recorder, Verdict
+from harness.run.recorder import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
 from harness.rundir import RankResult
