@@ -16,13 +16,13 @@ from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
 from harness.core.files import write_atomic
 from harness.core.spec import COMM_CHOICES, LAUNCHER_CHOICES, CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
-from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
-from harness.records.fingerprint import (
+from harness.machine.fingerprint import (
     harness_info,
     machine_info,
     software_info,
     with_nodes,
 )
+from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
 from harness.run.guard import check_threads
 from harness.run.progress import Progress

@@ -69,8 +69,8 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
     import torch
 
     from backends import COMPUTE_BACKENDS, nvml
+    from harness.machine.fingerprint import machine_info, software_info
     from harness.microbench.peak import measure_peak
-    from harness.records.fingerprint import machine_info, software_info
     from harness.run.doctor import (
         compute_checks,
         health_checks,
@@ -114,7 +114,7 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
 
 def doctor_record(checks: list[Any], backend: str, run_id: str, created: Any) -> dict[str, Any]:
     from harness.core.spec import performance_env
-    from harness.records.fingerprint import harness_info, machine_info, software_info
+    from harness.machine.fingerprint import harness_info, machine_info, software_info
     from harness.records.record import Metric, build_record
     from harness.run.doctor import verdict_of
 

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if spec.nnodes > 1 and who.local_rank == 0:
             # Every node's own fingerprint, not rank 0's only: nodes may differ.
             from harness.core.spec import performance_env
-            from harness.records.fingerprint import machine_info, node_summary
+            from harness.machine.fingerprint import machine_info, node_summary
 
             node = node_summary(machine_info(), performance_env())
             if isinstance(report, dict):

@@ -68,7 +68,7 @@ def _cache_file(switch: str) -> Path:
 def decision_key(spec: RunSpec, switch: str) -> str:
     """What the choice depends on: the hardware, torch, and the configuration of one rank
     (with the switches settled before this one)."""
-    from harness.core.hardware import local_hardware_key
+    from harness.machine.hardware import local_hardware_key
 
     identity = {"hardware": local_hardware_key(), "torch": torch.__version__,
                 "workload": spec.workload, "size": spec.size, "backend": spec.backend,

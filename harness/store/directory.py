@@ -21,7 +21,7 @@ from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regul
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
 from harness.core.text import one_line
-from harness.records.machine import machine_label
+from harness.machine.names import machine_label
 from harness.records.record import (
     MAX_RECORD_BYTES,
     check_record,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.machine import machine_label, microarchitecture, system_description
+from harness.machine.names import machine_label, microarchitecture, system_description
 from harness.records.provenance import Provenance, ci_url, code_under_test
 
 AMD, INTEL = "AuthenticAMD", "GenuineIntel"

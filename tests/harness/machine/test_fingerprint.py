@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from harness.records import fingerprint as sysinfo
+from harness.machine import fingerprint as sysinfo
 
 
 def nic(up: bool, speed: int) -> SimpleNamespace:
