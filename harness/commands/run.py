@@ -19,7 +19,7 @@ from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
 from harness.run.suites import load_suite
-from harness.run.summary import precision_warnings, summary_table
+from harness.run.summary_table import precision_warnings, summary_table
 from harness.store.targets import destination, open_writer
 
 # The run options of the command line (launch options apart).
