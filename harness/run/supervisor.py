@@ -108,7 +108,7 @@ class Supervisor:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # mpirun/srun ranks find rank 0 themselves (mpi_pg broadcasts its addresses); an
+        # mpirun/srun ranks find rank 0 themselves (comm/mpi_group.py broadcasts its addresses); an
         # address is only imposed on them when the user gave one.
         address = self.launch.master_addr
         if address is None and self.spec.comm != "mpi":
