@@ -15,7 +15,7 @@ import torch
 
 from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, EnergyMeter, StepTimer
 from backends.ipex import ipex_availability, ipex_version
-from harness.core.hardware import cpu_flags, cpu_model
+from harness.machine.hardware import cpu_flags, cpu_model
 
 ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile",
              "amx_bf16", "amx_int8")

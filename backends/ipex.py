@@ -28,7 +28,7 @@ BF16_PREPACK_ISA = (("avx512bw", "avx512vl", "avx512dq"), ("avx_ne_convert",))
 def bf16_unsupported(flags: frozenset[str] | None = None) -> str | None:
     """Why IPEX cannot train in bf16 on this CPU, or None when it can."""
     if flags is None:
-        from harness.core.hardware import cpu_flags
+        from harness.machine.hardware import cpu_flags
 
         flags = cpu_flags()
     if any(all(flag in flags for flag in group) for group in BF16_PREPACK_ISA):

@@ -154,7 +154,7 @@ def check_bound_group() -> Check:
     barrier gives no warning, a subgroup is made and reduces."""
     import torch.distributed as dist
 
-    from harness.strategies.meter import CommMeter, register_counted_backend
+    from harness.comm.meter import CommMeter, register_counted_backend
 
     device = torch.device("cuda", torch.cuda.current_device())
     name = register_counted_backend("nccl", CommMeter(), device)

@@ -45,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
     in every run would add seconds to each; the tests of in-run peaks ask for it."""
     import tempfile
 
-    from harness.records.fingerprint import mpi_version
+    from harness.machine.fingerprint import mpi_version
 
     mpi_version()  # the one child process every record's fingerprint asks, asked here once
     folder = tempfile.mkdtemp(prefix="dtbench-test-cache-")

@@ -27,7 +27,7 @@ STARTS_A_PROCESS = re.compile(
     r"subprocess\.(run|Popen|call|check_call|check_output)|\bPopen\(|os\.(system|fork|spawn)"
     r"|multiprocessing|mp\.spawn|\.spawn\(|ProcessPoolExecutor"
     r"|\bmain\(\s*\[\s*\"(run|comm|doctor|sbatch)\""
-    r"|\bRunner\(|\blaunch\(|\bSupervisor\(|peak_in_own_process|autocompile\.settle"
+    r"|\bRunner\(|\blaunch\(|\bSupervisor\(|peak_in_own_process|autocompile\.(settle|decide_switch)"
     r"|probe_in_a_rank"
     r"|ip\s+netns|unshare|chromium|playwright|venv\.create|initdb|pg_ctl"
     r"|\bcli_runner\b|\brun_cli\b|\bdtbench\(")

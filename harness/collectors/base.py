@@ -9,7 +9,7 @@ from harness.core.metrics import metric_info
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.records.record import Metric
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 
 @dataclass

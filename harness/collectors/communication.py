@@ -1,5 +1,5 @@
 """comm_bytes: what each rank put on the wire per step, counted where it was sent (the counting
-process group of harness/strategies/meter.py), split by kind, beside the strategy's analytic
+process group of harness/comm/meter.py), split by kind, beside the strategy's analytic
 volume; comm_payload_bytes, the tensors handed to the collectives per step; and the traffic
 outside the training steps, by phase."""
 from __future__ import annotations

@@ -16,18 +16,18 @@ from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
 from harness.core.files import write_atomic
 from harness.core.spec import CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
-from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
-from harness.records.fingerprint import (
+from harness.machine.fingerprint import (
     harness_info,
     machine_info,
     software_info,
     with_nodes,
 )
+from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
 from harness.records.record import Metric, build_record, new_run_id, utc_now
-from harness.records.stores import destination, open_writer
 from harness.run.guard import check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
+from harness.store.targets import destination, open_writer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

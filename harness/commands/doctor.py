@@ -69,8 +69,8 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
     import torch
 
     from backends import COMPUTE_BACKENDS, nvml
+    from harness.machine.fingerprint import machine_info, software_info
     from harness.microbench.peak import measure_peak
-    from harness.records.fingerprint import machine_info, software_info
     from harness.run.doctor import (
         compute_checks,
         health_checks,
@@ -114,7 +114,7 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
 
 def doctor_record(checks: list[Any], backend: str, run_id: str, created: Any) -> dict[str, Any]:
     from harness.core.spec import performance_env
-    from harness.records.fingerprint import harness_info, machine_info, software_info
+    from harness.machine.fingerprint import harness_info, machine_info, software_info
     from harness.records.record import Metric, build_record
     from harness.run.doctor import verdict_of
 
@@ -152,7 +152,7 @@ def checks_table(checks: list[Any]) -> str:
 
 def fleet_command(args: argparse.Namespace) -> int:
     from harness.compare.fleet import fleet, outlier_lines
-    from harness.records.inputs import load_inputs
+    from harness.store.sources import load_inputs
 
     loaded = load_inputs(args.fleet)
     for warning in loaded.warnings:
@@ -184,9 +184,9 @@ def command(args: argparse.Namespace) -> int:
         return fleet_command(args)
     from harness.commands.arguments import check_json_target
     from harness.records.record import new_run_id, utc_now
-    from harness.records.stores import destination, open_writer
     from harness.run.doctor import verdict_of
     from harness.run.plan import best_backend
+    from harness.store.targets import destination, open_writer
 
     backend = best_backend() if args.backend == "auto" else args.backend
     if backend not in ("cpu", "cuda"):

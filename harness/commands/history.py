@@ -29,8 +29,8 @@ def command(args: argparse.Namespace) -> int:
     from harness.core.files import check_output_file, write_atomic
     from harness.core.outputs import clean_text, terminal_text
     from harness.core.secrets import shown_command
-    from harness.records.inputs import catalog_inputs
     from harness.records.summary import INDEXED_METRICS
+    from harness.store.sources import catalog_inputs
 
     page = check_output_file(args.output, "-o") if getattr(args, "output", None) else None
     catalog = catalog_inputs(args.paths)

@@ -15,8 +15,8 @@ from harness.core.interrupts import Interrupted
 from harness.core.spec import PRECISIONS
 from harness.core.text import render_table
 from harness.microbench.kernels.sets import DEFAULT_SET, SETS, KernelSet, get_set
-from harness.records.stores import destination, open_writer
 from harness.run.progress import Progress
+from harness.store.targets import destination, open_writer
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +72,7 @@ def summary(records: list[dict[str, Any]]) -> str:
 def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
     """Measure the set at each precision, storing each record as it is made; exit 1 if a
     kernel failed (not-applicable ones are skipped, not failed)."""
+    from harness.machine.fingerprint import harness_info, machine_info, software_info
     from harness.microbench.kernels.records import kernel_record
     from harness.microbench.kernels.runner import (
         KernelRunner,
@@ -79,7 +80,6 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
         Step,
         planned_steps,
     )
-    from harness.records.fingerprint import harness_info, machine_info, software_info
     from harness.records.record import new_run_id, utc_now
 
     precisions = list(dict.fromkeys(args.precision or ["fp32"]))

@@ -107,10 +107,10 @@ def _calibrate_from(args: argparse.Namespace, default: list[str]) -> tuple[str, 
 def predict_command(args: argparse.Namespace, json_target: Any) -> int:
     """A table per strategy over the node counts; records with --json, a report with -o."""
     from harness.core.text import render_table
+    from harness.machine.fingerprint import harness_info
     from harness.predict.inputs import Request, prepare
     from harness.predict.model import predict
     from harness.predict.records import prediction_record
-    from harness.records.fingerprint import harness_info
     from harness.report import check_output
 
     target = check_output(args.output)
@@ -223,8 +223,8 @@ def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
     if json_target is not None:
         write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
     if target is not None:
-        from harness.records.inputs import Loaded
         from harness.report import choose_format, render
+        from harness.store.sources import Loaded
 
         loaded = Loaded(records=records, sources=[])
         write_atomic(target, render(loaded, choose_format(None, args.output),
@@ -305,10 +305,10 @@ def _overhead_runs(ctx: Any, strategy: str) -> tuple[str, ...]:
 def validate_command(args: argparse.Namespace, json_target: Any) -> int:
     """Predicted against measured step time for every multi-rank run in the paths."""
     from harness.core.text import render_table
+    from harness.machine.fingerprint import harness_info
     from harness.predict.inputs import load_calibration
     from harness.predict.records import Provenance, prediction_record
     from harness.predict.validate import HEADER, summary, table_rows, validate
-    from harness.records.fingerprint import harness_info
 
     warnings: list[str] = []
     measured = load_calibration(tuple(args.validate), warnings)

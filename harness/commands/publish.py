@@ -56,7 +56,7 @@ def command(args: argparse.Namespace) -> int:
     from harness.core.outputs import clean_text
     from harness.core.secrets import redact, shown_command
     from harness.publish.site import Builder
-    from harness.records.inputs import catalog_inputs
+    from harness.store.sources import catalog_inputs
 
     target = check_directory(args.output)
     catalog = catalog_inputs(list(args.paths))

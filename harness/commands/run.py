@@ -21,13 +21,13 @@ from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.records.provenance import Provenance
-from harness.records.stores import destination, open_writer
 from harness.run.guard import check_all
 from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
 from harness.run.suites import load_suite
-from harness.run.summary import precision_warnings, summary_table
+from harness.run.summary_table import precision_warnings, summary_table
+from harness.store.targets import destination, open_writer
 
 # The run options of the command line (launch options apart).
 CLI_RUN_KEYS = option_keys(RUN_FIELDS)

@@ -32,7 +32,7 @@ from harness import __version__
 from harness.commands.arguments import positive_int
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file
-from harness.records.storeurl import is_store_url, redact
+from harness.store.url import is_store_url, redact
 
 DEFAULT_TIME = "01:00:00"
 DEFAULT_LOG = "dtbench-%x-%j.out"

@@ -12,7 +12,7 @@ from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from harness.core.outputs import clean_text
 
 if TYPE_CHECKING:
-    from harness.records.pgstore import PostgresStore
+    from harness.store.postgres import PostgresStore
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _server(url: str) -> PostgresStore:
-    from harness.records.pgstore import PostgresStore
-    from harness.records.storeurl import is_store_url, redact
+    from harness.store.postgres import PostgresStore
+    from harness.store.url import is_store_url, redact
 
     if not is_store_url(url):
         raise UsageError(f"{redact(url)}: not a store URL (postgresql://USER@HOST:PORT/DB)")
@@ -47,8 +47,8 @@ def export(args: argparse.Namespace) -> int:
     """The server's valid records into a directory store, each under its run id (the schema
     keeps run ids to letters, digits and . _ -: a file name inside the target folder)."""
     from harness.records.record import write_violation
-    from harness.records.store import Store
-    from harness.records.storeurl import is_store_url, redact
+    from harness.store.directory import Store
+    from harness.store.url import is_store_url, redact
 
     server = _server(args.url)
     if is_store_url(args.output):
@@ -80,8 +80,8 @@ def export(args: argparse.Namespace) -> int:
 def import_(args: argparse.Namespace) -> int:
     """Records of files and directory stores onto the server; exit 2 when none of them is a
     record a store keeps (nothing to push is a mistake worth saying so)."""
-    from harness.records.inputs import load_inputs
     from harness.records.record import write_violation
+    from harness.store.sources import load_inputs
 
     server = _server(args.url)
     loaded = load_inputs([args.directory])
@@ -104,7 +104,7 @@ def import_(args: argparse.Namespace) -> int:
 
 
 def command(args: argparse.Namespace) -> int:
-    from harness.records.pgstore import StoreError, StoreUnreachable
+    from harness.store.postgres import StoreError, StoreUnreachable
 
     try:
         return export(args) if args.action == "export" else import_(args)

@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from backends import COMPUTE_BACKENDS
-    from harness.records.fingerprint import harness_info, machine_info, software_info
+    from harness.machine.fingerprint import harness_info, machine_info, software_info
 
     backends = {}
     for name in COMPUTE_BACKENDS:

@@ -28,8 +28,8 @@ from harness.core.errors import (
 from harness.core.files import check_output_file, write_atomic
 from harness.core.machine_load import is_busy
 from harness.core.outputs import clean_text, terminal_text
-from harness.records.inputs import load_inputs
-from harness.records.storeurl import is_store_url, redact
+from harness.store.sources import load_inputs
+from harness.store.url import is_store_url, redact
 
 
 def warn(message: str) -> None:
@@ -143,7 +143,7 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
     the store's index: only the chosen records are read); and, for a store's baseline, the
     run-to-run noise of each experiment in the machine's history."""
     from harness.compare.baseline import merge_base, pooled, select_baseline
-    from harness.records.inputs import catalog_inputs
+    from harness.store.sources import catalog_inputs
 
     branch = getattr(args, "baseline_branch", None)
     commit = getattr(args, "baseline_commit", None)

@@ -331,7 +331,7 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
     """Compare the successful records of two sides (others are ignored). `noise`: each
     experiment's run-to-run noise in the baseline machine's history (experiment key ->
     metric -> percent), below which no change is called one."""
-    from harness.core.hardware import hardware_differences
+    from harness.machine.hardware import hardware_differences
 
     pairs, only_base, only_cand = match_specs(
         [r for r in baseline if r.get("status") == "success"],

@@ -85,7 +85,7 @@ def datasheet_for(device_name: str | None) -> Datasheet | None:
 
 
 # FP32 FLOPs per cycle and core of the vector units (two FMA pipes unless named), by the
-# microarchitecture dtbench names (harness/records/machine.py), then by ISA.
+# microarchitecture dtbench names (harness/machine/names.py), then by ISA.
 FP32_PER_CYCLE = {"Zen": 16, "Zen+": 16, "Zen 2": 32, "Zen 3": 32,
                   # Zen 4 runs AVX-512 on 256-bit datapaths; Zen 5 has full 512-bit ones
                   "Zen 4": 32, "Zen 5": 64}

@@ -140,7 +140,7 @@ class RunField:
     # scaling efficiency divides by must have the same value (a store column too)
     store: bool = False
     baseline: bool = False
-    # the store column's SQL type on a server (harness/records/pgstore.py)
+    # the store column's SQL type on a server (harness/store/postgres.py)
     store_type: str = "text"
     # position among the report's spec columns (0: not a column)
     report: int = 0

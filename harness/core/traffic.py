@@ -62,7 +62,7 @@ def mean_sent_bytes(op: str, payload: float, world_size: int) -> float:
 # gloo's reduce_scatter_tensor allreduces the whole input and keeps its own chunk, so it
 # sends an allreduce's 2(n-1)/n x S, twice the ring reduce-scatter's (n-1)/n x S. Open MPI
 # runs the ring for allreduce, all-gather and reduce-scatter because dtbench's MPI group asks
-# it to (backends/mpi_pg.OPEN_MPI_RING_ALGORITHMS); its own choice differs by size and ranks.
+# it to (harness/comm/mpi_group.OPEN_MPI_RING_ALGORITHMS); its own choice differs by size and ranks.
 WIRE_ALGORITHMS = {("gloo", "reducescatter"): "allreduce"}
 # Backends whose every collective has been measured against wire_bytes at 2 and 3 ranks
 # (NCCL's ring volumes are the formula's, unverified without a GPU).

@@ -253,7 +253,7 @@ def in_run_reading(backend_name: str, precision: str, threads: int, device: torc
 def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
     """The cache entry of a device, keyed by the hardware (not machine_id, which VMs built
     from one image share whatever CPU they land on)."""
-    from harness.core.hardware import local_hardware_key
+    from harness.machine.hardware import local_hardware_key
 
     return (f"{local_hardware_key()}|{backend}|{device_name}|{precision}|threads={threads}|"
             f"{torch.__version__}")

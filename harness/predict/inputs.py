@@ -29,7 +29,7 @@ from harness.predict.records import EPOCH, Provenance
 from harness.predict.spread import with_spread
 from harness.predict.topology import parse_topology
 from harness.records.experiment import machine_of
-from harness.records.inputs import load_inputs
+from harness.store.sources import load_inputs
 from workloads.external import is_external
 
 
@@ -231,7 +231,7 @@ def prepare(request: Request) -> Prepared:
 def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
     """The paths, after checking each exists (a clear usage error otherwise); a store's URL
     is checked when it is read."""
-    from harness.records.storeurl import is_store_url
+    from harness.store.url import is_store_url
 
     for name in paths:
         if not is_store_url(name) and not Path(name).exists():

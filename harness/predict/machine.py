@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.hardware import hardware_key
+from harness.machine.hardware import hardware_key
 from harness.records.experiment import machine_of
 
 
@@ -24,7 +24,7 @@ def hardware_of(record: dict[str, Any]) -> str:
 
 def this_hardware() -> str:
     """The hardware key a record made here would carry."""
-    from harness.records.fingerprint import machine_info
+    from harness.machine.fingerprint import machine_info
 
     return str(machine_info()["hardware_key"])
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.publish.page import e, render_page
-from harness.records.store import record_text
 from harness.report.view import RecordView, clean_text
+from harness.store.directory import record_text
 
 SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
 CHUNK = 5000  # records a worker writes at a time (whole bundles; a server's in one query)

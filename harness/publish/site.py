@@ -34,7 +34,6 @@ from harness.publish.records import (
 )
 from harness.publish.trends import steps_table, trends
 from harness.records.experiment import experiment_key, fields_of, text
-from harness.records.inputs import Catalog
 from harness.records.summary import latest_rows
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
@@ -52,6 +51,7 @@ from harness.report.model import Table, table_heading
 from harness.report.tables import records_table
 from harness.report.units import column_scale, with_ci
 from harness.report.view import RecordView, sort_key
+from harness.store.sources import Catalog
 
 # (metric, heading) of the latest-results columns
 LATEST_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 
 class EnergyWindow:

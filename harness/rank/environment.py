@@ -15,8 +15,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from harness.records.rundir import RankReport, RunDir
-from harness.strategies.meter import COUNTED, CommMeter, register_counted_backend
+from harness.comm.meter import COUNTED, CommMeter, register_counted_backend
+from harness.rundir import RankReport, RunDir
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class RankIdentity:
 
 def identity_from_env(environ: dict[str, str] | None = None) -> RankIdentity:
     """torchrun/dtbench (RANK...), Open MPI, MPICH/Hydra or Slurm variables, in that order."""
-    from backends.mpi_pg import mpi_world_from_env
+    from harness.comm.mpi_group import mpi_world_from_env
 
     env = dict(os.environ if environ is None else environ)
     if "RANK" in env and "WORLD_SIZE" in env:
@@ -54,7 +54,7 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
               meter: CommMeter | None = None, device: Any = None,
               nccl_timeout_s: float | None = None) -> None:
     """Join the job's process group over the spec's communication backend; with a meter,
-    through the counting wrapper of harness/strategies/meter.py. NCCL gets the rank's device
+    through the counting wrapper of harness/comm/meter.py. NCCL gets the rank's device
     (`device_id`): its communicator is then created for that GPU; and its own timeout (its
     watchdog's, `nccl_timeout_s`), apart from the rendezvous' and gloo's (`timeout_s`, the
     rank timeout)."""
@@ -65,7 +65,7 @@ def init_comm(spec: Any, who: RankIdentity, timeout_s: float,
     if meter is not None and spec.comm in COUNTED:
         backend = register_counted_backend(spec.comm, meter, device)
     if spec.comm == "mpi":
-        from backends.mpi_pg import init_mpi_process_group
+        from harness.comm.mpi_group import init_mpi_process_group
 
         init_mpi_process_group(backend=backend if meter is not None else None)
         return

@@ -10,7 +10,7 @@ import time
 import torch
 
 from harness.core.errors import RunFailed
-from harness.records.rundir import FAULT_VAR
+from harness.rundir import FAULT_VAR
 
 
 def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> None:

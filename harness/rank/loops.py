@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from harness.comm.meter import CommMeter
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
@@ -20,8 +21,7 @@ from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.feed import Feed
 from harness.rank.measure import Decider, measure
 from harness.rank.trainer import Trainer
-from harness.records.rundir import CHECK_SYNC_VAR, RankResult
-from harness.strategies.meter import CommMeter
+from harness.rundir import CHECK_SYNC_VAR, RankResult
 
 ProgressFn = Callable[[str, int, int], None]
 

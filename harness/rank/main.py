@@ -1,6 +1,6 @@
 """Entry point of one rank, whatever started it: `python -m harness.rank.main --run-dir D`.
 
-The spec comes from the environment the supervisor set (harness/records/rundir.py). Rank 0
+The spec comes from the environment the supervisor set (harness/rundir.py). Rank 0
 writes every rank's measurements (gathered over the process group) to the run directory;
 each rank leaves its status there, so the supervisor can tell which rank failed and why. A
 run without a communication backend is one rank that joins no process group.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.core.errors import RunFailed, SkipRun, status_of
 from harness.core.text import one_line
-from harness.records.rundir import RankReport, RunDir, read_spec
+from harness.rundir import RankReport, RunDir, read_spec
 
 # A rank's exit code when its run was skipped (1 is a failure).
 RANK_SKIPPED = 3
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    from harness.comm.meter import COUNTED, CommMeter
+    from harness.comm.paramserver import LOST_DIR_VAR
     from harness.rank.environment import (
         RankReporter,
         bind_device,
@@ -41,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         init_comm,
     )
     from harness.rank.loops import run_throughput, run_time_to_train
-    from harness.strategies.meter import COUNTED, CommMeter
-    from harness.strategies.paramserver import LOST_DIR_VAR, tolerates_loss
+    from harness.strategies.worker_loss import tolerates_loss
 
     run_dir = RunDir.join(args.run_dir)
     spec = read_spec()
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         if spec.nnodes > 1 and who.local_rank == 0:
             # Every node's own fingerprint, not rank 0's only: nodes may differ.
             from harness.core.spec import performance_env
-            from harness.records.fingerprint import machine_info, node_summary
+            from harness.machine.fingerprint import machine_info, node_summary
 
             node = node_summary(machine_info(), performance_env())
             if isinstance(report, dict):

@@ -8,12 +8,12 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.comm.meter import CommMeter
 from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
 from harness.rank.faults import inject_fault
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
-from harness.strategies.meter import CommMeter
 
 
 class Trainer:

@@ -1,6 +1,6 @@
 """The one definition of each timing metric that more than one producer writes: the training
 collectors (harness/collectors/timing.py) and the pytest-benchmark reader
-(harness/records/pytest_bench.py) build step_time and throughput here, so that the two
+(harness/store/pytest_benchmark.py) build step_time and throughput here, so that the two
 cannot drift apart (docs/spec/metrics.md states the same formulas)."""
 from __future__ import annotations
 

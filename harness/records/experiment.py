@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.core.fields import apart_fields, experiment_fields, identity, spec_key
 from harness.core.spec import DDP_SPEC_OPTIONS, RUN_FIELDS, RunSpec
-from harness.records.machine import machine_label
+from harness.machine.names import machine_label
 
 # Spec fields that make two runs different experiments, in declared order.
 IDENTITY_FIELDS = experiment_fields(RUN_FIELDS)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.core.machine_load import is_busy, is_imprecise
-from harness.records.machine import machine_label
+from harness.machine.names import machine_label
 
 # metric -> (unit, higher is better): the metrics every whole-store view follows
 INDEXED_METRICS: dict[str, tuple[str, bool]] = {

@@ -15,14 +15,14 @@ from pathlib import Path
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file, write_atomic
 from harness.core.outputs import csv_text
-from harness.records.inputs import Loaded, catalog_inputs
-from harness.records.storeurl import is_store_url, redact
 from harness.records.summary import latest_rows
 from harness.report import csv_format, html, markdown
 from harness.report.kernels import kernel_section
 from harness.report.predictions import prediction_tables
 from harness.report.tables import Section, build_report, older_note, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
+from harness.store.sources import Loaded, catalog_inputs
+from harness.store.url import is_store_url, redact
 
 FORMATS = ("md", "html", "csv")
 SUFFIXES = {".md": "md", ".markdown": "md", ".html": "html", ".htm": "html", ".csv": "csv"}

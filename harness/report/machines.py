@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from harness.core.errors import UsageError
 from harness.core.metrics import metric_info
 from harness.core.stats import bootstrap_ratio_ci
+from harness.machine.names import system_description
 from harness.records.experiment import (
     experiment_key,
     fields_of,
@@ -24,7 +25,6 @@ from harness.records.experiment import (
     text,
     version_of,
 )
-from harness.records.machine import system_description
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
 from harness.report.model import Report, Section, Table

@@ -15,8 +15,8 @@ from harness.core.fields import report_columns
 from harness.core.machine_load import is_busy, marked_status
 from harness.core.outputs import clean_text
 from harness.core.spec import KEY_DEFAULTS, RUN_FIELDS
+from harness.machine.names import machine_label
 from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
-from harness.records.machine import machine_label
 
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",

@@ -30,7 +30,7 @@ from harness.core.spec import RunSpec
 from harness.records.record import new_run_id, utc_now
 
 if TYPE_CHECKING:
-    from harness.records.rundir import RankResult
+    from harness.rundir import RankResult
 
 # The median step with the switch on must be at most this share of the one without it.
 MARGIN = 0.97
@@ -68,7 +68,7 @@ def _cache_file(switch: str) -> Path:
 def decision_key(spec: RunSpec, switch: str) -> str:
     """What the choice depends on: the hardware, torch, and the configuration of one rank
     (with the switches settled before this one)."""
-    from harness.core.hardware import local_hardware_key
+    from harness.machine.hardware import local_hardware_key
 
     identity = {"hardware": local_hardware_key(), "torch": torch.__version__,
                 "workload": spec.workload, "size": spec.size, "backend": spec.backend,
@@ -163,7 +163,7 @@ def ipex_unusable(spec: RunSpec) -> str | None:
     return ipex_availability(precision=spec.precision).reason or None
 
 
-def settle(spec: RunSpec, switch: str, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
+def decide_switch(spec: RunSpec, switch: str, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """The spec with one switch decided, and how it was decided."""
     mode = _mode(spec, switch)
     if mode in ("on", "off"):
@@ -186,10 +186,10 @@ def settle_all(spec: RunSpec, probe: Probe | None = None
     """IPEX, then compile, decided for this run."""
     choices = {}
     for switch in SWITCHES:
-        spec, choices[switch] = settle(spec, switch, probe)
+        spec, choices[switch] = decide_switch(spec, switch, probe)
     return spec, choices
 
 
 def settle_compile(spec: RunSpec, probe: Probe | None = None) -> tuple[RunSpec, Choice]:
     """Only the compile switch (IPEX as the spec has it)."""
-    return settle(spec, "compile", probe)
+    return decide_switch(spec, "compile", probe)

@@ -10,13 +10,13 @@ import numpy as np
 
 from harness.collectors import CollectContext, collect
 from harness.collectors.energy import energy_absent_reason
+from harness.comm.meter import COUNTED
 from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.records.record import Metric
-from harness.records.rundir import RankResult
-from harness.records.store import Store
+from harness.rundir import RankResult
+from harness.store.directory import Store
 from harness.strategies import STRATEGIES
-from harness.strategies.meter import COUNTED
 from workloads.flops import count_flops_per_sample
 
 

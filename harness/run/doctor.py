@@ -65,7 +65,7 @@ def compute_checks(backend: str, machine: Mapping[str, Any], precisions: tuple[s
     estimate (CPUs), then the copy bandwidth against the datasheet's memory bandwidth. `measure`
     gives a PeakResult for a precision (harness/microbench/peak.measure_peak)."""
     from harness.core.datasheets import cpu_peak_estimate, datasheet_for
-    from harness.records.machine import microarchitecture
+    from harness.machine.names import microarchitecture
 
     checks: list[NodeCheck] = []
     bandwidth: tuple[float, float | None] | None = None

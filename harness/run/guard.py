@@ -25,7 +25,7 @@ def usable_cores() -> int:
 def available_memory() -> int:
     """Memory the ranks can have: what the kernel calls available, within a cgroup limit."""
 
-    from harness.core.hardware import read_cgroup_limits
+    from harness.machine.hardware import read_cgroup_limits
 
     available = psutil.virtual_memory().available
     limit = read_cgroup_limits(Path("/sys")).get("memory_limit")

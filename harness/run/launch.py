@@ -12,8 +12,8 @@ from pathlib import Path
 
 from harness.core.errors import RunFailed
 from harness.core.spec import LaunchOptions, RunSpec
-from harness.records.rundir import RankResult
 from harness.run.supervisor import Supervisor
+from harness.rundir import RankResult
 
 
 def check_replicas(ranks: list[RankResult]) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.records.rundir import LostWorker, RankState, RunDir
-from harness.strategies.paramserver import tolerates_loss
+from harness.rundir import LostWorker, RankState, RunDir
+from harness.strategies.worker_loss import tolerates_loss
 
 # Roles whose loss fails the run: they hold state nobody else has (a server's shard,
 # sandblaster's coordinator).

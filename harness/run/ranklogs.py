@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from backends.base import Launcher
-from harness.records.rundir import RunDir
+from harness.rundir import RunDir
 
 
 def last_error_line(run_dir: RunDir) -> str:

@@ -1,6 +1,6 @@
 """From a planned spec to a stored record, one stage after the other and each once: settle
-(harness/run/settle.py), launch (launch.py), collect (collect.py), record (record.py), store
-(harness/records/store.py)."""
+(harness/run/settle.py), launch (launch.py), collect (collect.py), record (recorder.py), store
+(harness/store/directory.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,14 +12,14 @@ from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.records.provenance import Provenance
 from harness.records.record import new_run_id, utc_now
-from harness.records.rundir import RankResult
-from harness.records.store import Store
 from harness.run.collect import collect_run
 from harness.run.launch import launch
 from harness.run.progress import Progress
-from harness.run.record import Recorder, Verdict
+from harness.run.recorder import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
+from harness.rundir import RankResult
+from harness.store.directory import Store
 
 
 def _node_cores(spec: RunSpec, ranks: list[RankResult] | None) -> float | None:

@@ -22,7 +22,9 @@ import psutil
 from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
-from harness.records.rundir import (
+from harness.run.losses import LossBook
+from harness.run.ranklogs import last_error_line, traceback_tail
+from harness.rundir import (
     RUN_ID_VAR,
     RankState,
     RunDir,
@@ -30,8 +32,6 @@ from harness.records.rundir import (
     forwarded_variables,
     spec_environment,
 )
-from harness.run.losses import LossBook
-from harness.run.ranklogs import last_error_line, traceback_tail
 
 POLL_S = 0.2
 GRACE_S = 10.0
@@ -108,7 +108,7 @@ class Supervisor:
 
     def _environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # mpirun/srun ranks find rank 0 themselves (mpi_pg broadcasts its addresses); an
+        # mpirun/srun ranks find rank 0 themselves (comm/mpi_group.py broadcasts its addresses); an
         # address is only imposed on them when the user gave one.
         address = self.launch.master_addr
         if address is None and self.spec.comm != "mpi":

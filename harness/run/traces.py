@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from harness.core.files import folder_under
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 
 def keep_traces(store: Any, run_id: str, ranks: list[RankResult]) -> list[str]:

@@ -30,11 +30,11 @@ import torch
 from torch import nn
 
 from backends import COMM_BACKENDS, LAUNCHERS
+from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.strategies.clock import PhaseClock
-from harness.strategies.meter import CommMeter
 from harness.strategies.options import Option
 
 

@@ -2,7 +2,7 @@
 pass, optionally compressed (fp16, bf16, PowerSGD hooks)."""
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -85,8 +85,3 @@ class DDP(Strategy):
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets)
-
-    def unwrapped(self) -> nn.Module:
-        """The model inside DDP (for checksums and state dicts)."""
-        model: Any = getattr(self.model, "_orig_mod", self.model)  # torch.compile's wrapper
-        return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model

@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 import torch
 import torch.distributed as dist
 
+from harness.comm.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, clip_gradients
 from harness.strategies.options import OVERLAP
-from harness.strategies.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.strategies.ps import (
     DAMP_STALE,
     MOMENTUM,

@@ -1,5 +1,5 @@
 """Parameter-server strategies: ps-sync, ps-async, downpour (DistBelief) and ssp (stale
-synchronous parallel, Ho et al. 2013), over harness/strategies/paramserver.py.
+synchronous parallel, Ho et al. 2013), over harness/comm/paramserver.py.
 
 Ranks 0..W-1 are workers (rank 0 leads, as in every other strategy: it logs and evaluates),
 ranks W..n-1 the K servers (`servers=K`). A worker fetches the parameters, computes a gradient
@@ -15,17 +15,17 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
-from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, backward, clip_gradients
-from harness.strategies.paramserver import (
+from harness.comm.paramserver import (
     HEADER_BYTES,
     Client,
     Server,
     least_version,
     shard_bounds,
 )
+from harness.core.errors import UsageError
+from harness.core.spec import RunSpec
+from harness.strategies import volumes
+from harness.strategies.base import STRATEGIES, Option, Strategy, backward, clip_gradients
 from harness.strategies.priority import PRIORITY, Puller
 
 SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",

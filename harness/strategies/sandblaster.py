@@ -22,11 +22,11 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from harness.comm.paramserver import shard_bounds
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, Strategy, backward
-from harness.strategies.paramserver import shard_bounds
 from harness.strategies.ps import SERVERS, flat_checksum
 from harness.strategies.sandserve import (
     ASK,

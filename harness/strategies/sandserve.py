@@ -33,10 +33,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harness.records.rundir import LostWorker, RunDir
+from harness.comm.meter import CommMeter
+from harness.comm.paramserver import LOST_CHECK_S, LOST_DIR_VAR
+from harness.rundir import LostWorker, RunDir
 from harness.strategies.lbfgs import NONE, REDUCTIONS, Coordinator, ShardVectors
-from harness.strategies.meter import CommMeter
-from harness.strategies.paramserver import LOST_CHECK_S, LOST_DIR_VAR
 from harness.strategies.portions import PortionScheduler
 
 HEADER_WORDS = 8

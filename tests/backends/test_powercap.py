@@ -109,8 +109,8 @@ def test_without_a_counter_energy_is_absent_with_the_reason(tmp_path: Path,
     record's notes."""
     from harness.core.spec import RunSpec
     from harness.rank.loops import run_throughput
-    from harness.records.store import Store
     from harness.run.collect import collect_run
+    from harness.store.directory import Store
 
     monkeypatch.setenv("DTBENCH_POWERCAP_ROOT", str(tmp_path / "none"))
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=2, warmup=1,

@@ -236,7 +236,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def fingerprint() -> dict[str, Any]:
-    from harness.core.hardware import cpu_fingerprint
+    from harness.machine.hardware import cpu_fingerprint
 
     return cpu_fingerprint()
 

@@ -58,8 +58,8 @@ def in_process(specs: list[RunSpec]) -> list[dict[str, float]]:
 def rank_process(specs: list[RunSpec], store_dir: Path) -> list[dict[str, float]]:
     """The one path every run takes now: Runner.run, whose ranks are processes of their own."""
     from harness.records.record import metric
-    from harness.records.store import Store
     from harness.run.runner import Runner
+    from harness.store.directory import Store
 
     runner = Runner(Store(store_dir))
     figures = []

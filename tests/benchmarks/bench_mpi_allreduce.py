@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from backends.mpi_pg import init_mpi_process_group, mpi_library_version
+from harness.comm.mpi_group import init_mpi_process_group, mpi_library_version
 
 
 def main(argv: list[str] | None = None) -> None:

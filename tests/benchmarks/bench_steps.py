@@ -8,7 +8,7 @@ DTBENCH_BENCH_SIZE (tiny|small|full, default tiny), DTBENCH_BENCH_PRECISION (fp3
 default fp32) and DTBENCH_BENCH_BACKEND (cpu|cuda|auto, default cpu) choose the spec. The
 model, data and optimizer come from dtbench's own Trainer, so a round is the step `dtbench run`
 times, followed by a device sync; `dtbench report`/`compare` read the JSON
-(harness/pytest_bench.py).
+(harness/store/pytest_benchmark.py).
 """
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def generate(count: int, seed: int = 0):
 def write_directory(count: int, root: Path) -> Path:
     """The records as `dtbench run` lays them out, and their index rows as Store.add writes
     them (without validating each copy of the one valid template again: 6 ms a record)."""
-    from harness.records.store import Store, record_folder
+    from harness.store.directory import Store, record_folder
 
     store = Store(root / "store")
     rows = []
@@ -166,8 +166,8 @@ def postgres(root: Path, store: Path) -> tuple[Any, str] | None:
     server.admin(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{PASSWORD}'")
     server.admin(f"CREATE DATABASE scale OWNER {ROLE}")
     url = server.url("scale")
-    from harness.records.pgstore import TABLE, PostgresStore, row_of
-    from harness.records.store import COLUMNS, Store
+    from harness.store.directory import COLUMNS, Store
+    from harness.store.postgres import TABLE, PostgresStore, row_of
 
     started = time.perf_counter()
     connection = PostgresStore(url)._connect()  # creates the table

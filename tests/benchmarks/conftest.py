@@ -14,8 +14,8 @@ import pytest
 def pytest_benchmark_update_machine_info(config: pytest.Config,
                                          machine_info: dict[str, Any]) -> None:
     """The same machine/software/harness fingerprint a dtbench record carries, so the
-    converter in harness/pytest_bench.py can rebuild records from the JSON alone."""
-    from harness.records import fingerprint as sysinfo
+    converter in harness/store/pytest_benchmark.py can rebuild records from the JSON alone."""
+    from harness.machine import fingerprint as sysinfo
 
     machine_info["dtbench"] = {"machine": sysinfo.machine_info(),
                                "software": sysinfo.software_info(),

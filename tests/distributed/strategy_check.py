@@ -23,11 +23,11 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from harness.comm.meter import CommMeter, register_counted_backend  # noqa: E402
 from harness.core.spec import RunSpec  # noqa: E402
 from harness.rank.environment import identity_from_env  # noqa: E402
 from harness.rank.trainer import Trainer  # noqa: E402
 from harness.strategies import STRATEGIES  # noqa: E402
-from harness.strategies.meter import CommMeter, register_counted_backend  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loopback  # noqa: E402 - beside this file
@@ -91,7 +91,7 @@ def main() -> None:
     meter = CommMeter()
     backend = register_counted_backend(comm, meter)
     if comm == "mpi":
-        from backends.mpi_pg import init_mpi_process_group
+        from harness.comm.mpi_group import init_mpi_process_group
 
         init_mpi_process_group(backend=backend)
     else:

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from harness.core.spec import LaunchOptions, RunSpec
-from harness.records.rundir import RankResult
 from harness.run.launch import launch
+from harness.rundir import RankResult
 
 TTT = RunSpec(workload="hep_cnn", size="tiny", mode="ttt", batch_per_rank=16, threads=1,
               comm="gloo", peak="cached")

@@ -21,7 +21,7 @@ OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 SCRIPT = r'''
 import json, os, sys
 import torch, torch.distributed as dist
-from harness.strategies.meter import CommMeter, register_counted_backend
+from harness.comm.meter import CommMeter, register_counted_backend
 sys.path.insert(0, os.environ["LOOPBACK_DIR"])
 import loopback  # the sockets' bytes: tests/distributed/loopback.py
 
@@ -29,7 +29,7 @@ def measure(comm, numel, reps, rank=None, n=None, queue=None):
     meter = CommMeter()
     name = register_counted_backend(comm, meter)
     if comm == "mpi":
-        from backends.mpi_pg import init_mpi_process_group
+        from harness.comm.mpi_group import init_mpi_process_group
         init_mpi_process_group(backend=name)
     else:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29561", GLOO_SOCKET_IFNAME="lo")

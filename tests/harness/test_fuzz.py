@@ -27,10 +27,10 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.fields import identity as identity_of
 from harness.core.spec import RUN_FIELDS
 from harness.microbench.collectives import MAX_BYTES, parse_size, parse_sizes
-from harness.records.inputs import load_inputs, records_from_document
 from harness.records.record import check_record, load_record
-from harness.records.store import Store
 from harness.run.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
+from harness.store.directory import Store
+from harness.store.sources import load_inputs, records_from_document
 
 GOLDEN_PATH = Path(__file__).parent / "golden" / "record_v1.json"
 GOLDEN = json.loads(GOLDEN_PATH.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 hostile store (tests/harness/hostile_store.py) ends in bounded time, with no traceback, shows
 only the valid records, each text made safe for its medium, and writes nothing outside its
 output. The PostgreSQL side (rows any writer inserts, export, import) is in
-tests/harness/records/test_pgstore_hostile.py."""
+tests/harness/store/test_pgstore_hostile.py."""
 from __future__ import annotations
 
 import csv
@@ -26,8 +26,8 @@ from hostile_store import (
 
 from harness.commands.cli import main
 from harness.core.outputs import csv_text, markdown_text, terminal_stream_text
-from harness.records.inputs import load_inputs
-from harness.records.store import Store
+from harness.store.directory import Store
+from harness.store.sources import load_inputs
 
 OUT = "out"
 # (name, arguments after the store, the output it writes: None for stdout)
@@ -180,7 +180,7 @@ def test_a_symlinked_index_in_a_store_is_never_opened(tmp_path: Path,
 def test_a_symlinked_machine_folder_is_refused_for_writing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from harness.core.errors import UsageError
-    from harness.records.store import record_folder
+    from harness.store.directory import record_folder
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -11,7 +11,7 @@ import pytest
 from hostile_store import forged_index, record, snapshot
 
 from harness.commands.cli import main
-from harness.records.store import LEGACY_INDEX_NAME, Store
+from harness.store.directory import LEGACY_INDEX_NAME, Store
 
 COMMANDS = [
     ["report", "{store}"],

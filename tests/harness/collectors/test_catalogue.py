@@ -12,7 +12,7 @@ from harness.collectors.memory import peak_memory
 from harness.core.metrics import metric_info
 from harness.core.spec import RunSpec
 from harness.records.definitions import step_time_metric, throughput_metric
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 COLLECTORS = Path(__file__).resolve().parents[3] / "harness" / "collectors"
 

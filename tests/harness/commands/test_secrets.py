@@ -6,7 +6,7 @@ file or folder a command leaves behind shows it.
 Commands that would start real work (runs, collectives, kernels, a peak measurement) get a
 last argument that stops them before any: the URL's own handling (argparse's messages, the
 store's, libpq's) still runs first. The URLs point at a closed port of 127.0.0.1, so every
-connection fails at once; tests/harness/records/test_pgstore_hostile.py does the same against
+connection fails at once; tests/harness/store/test_pgstore_hostile.py does the same against
 a live server, with pages and reports written.
 """
 from __future__ import annotations

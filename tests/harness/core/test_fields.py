@@ -89,9 +89,9 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
 
 def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
     from harness.compare.matching import KEY_FIELDS, NOT_IDENTITY
-    from harness.records.store import COLUMNS, STAMP_COLUMNS
     from harness.records.summary import SUMMARY_COLUMNS
     from harness.report.view import SPEC_FIELDS
+    from harness.store.directory import COLUMNS, STAMP_COLUMNS
 
     # the declared spec fields, then what whole-store commands read from the index
     assert set(COLUMNS) - set(SUMMARY_COLUMNS) - set(STAMP_COLUMNS) == {

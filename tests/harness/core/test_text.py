@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from harness.core.text import human_bytes, render_table
-from harness.run.summary import summary_table
+from harness.run.summary_table import summary_table
 
 
 def record(workload: str, status: str, error: str | None = None,

@@ -102,7 +102,7 @@ def test_this_machine_calibrates_by_default_another_with_machine_each_record_nam
     """A store of two machines' runs: this machine's hardware calibrates and is named with
     every record used, in the text and the JSON; --machine takes the other's; a free network
     keeps ddp at 0.95 or more at 1,024 ranks from eight noisy steps (one 3x hiccup)."""
-    from harness.core.hardware import hardware_key
+    from harness.machine.hardware import hardware_key
     from harness.predict import machine
 
     folder = tmp_path / "store"

@@ -122,9 +122,9 @@ def test_an_nccl_run_records_its_counted_bytes_as_the_ring_formulas(tmp_path: Pa
     the ranks counted, and says that NCCL's wire volumes are the ring formulas, not verified
     at a socket (no GPU has run them)."""
     from harness.core.spec import RunSpec
-    from harness.records.rundir import RankResult
-    from harness.records.store import Store
     from harness.run.collect import collect_run
+    from harness.rundir import RankResult
+    from harness.store.directory import Store
 
     spec = RunSpec(workload="hep_cnn", size="tiny", backend="cuda", comm="nccl",
                    nproc_per_node=2, batch_per_rank=4, steps=3, warmup=1)

@@ -14,7 +14,7 @@ import pytest
 
 from harness.collectors.breakdown import SHARES, rank_shares
 from harness.rank.profiling import read_trace
-from harness.records.rundir import RankResult
+from harness.rundir import RankResult
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -199,8 +199,8 @@ def test_golden_record_loads() -> None:
 
 
 def test_fresh_record_has_the_golden_top_level_keys(tmp_path: Path) -> None:
-    from harness.records.store import Store
     from harness.run.runner import Runner
+    from harness.store.directory import Store
 
     golden = load_record(GOLDEN)
     # A skipped run (no CUDA here) builds a real record without training anything.

@@ -21,10 +21,10 @@ from harness.microbench.kernels.records import kernel_record
 from harness.microbench.kernels.runner import Measurement, Roofs
 from harness.microbench.kernels.sets import get_set
 from harness.rank.mlperf import RunLog
-from harness.records.pytest_bench import records_from_pytest_benchmark
 from harness.records.record import Metric, build_record, check_record, load_record
 from harness.records.schema import SCHEMA_FILE, first_violation, record_schema
-from harness.records.store import Store
+from harness.store.directory import Store
+from harness.store.pytest_benchmark import records_from_pytest_benchmark
 
 ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"

@@ -12,9 +12,9 @@ import pytest
 
 from harness.commands.cli import main
 from harness.compare.history import build_series
-from harness.records.inputs import catalog_inputs, load_inputs
-from harness.records.store import Store
 from harness.records.summary import INDEXED_METRICS, latest_rows, summary_cells
+from harness.store.directory import Store
+from harness.store.sources import catalog_inputs, load_inputs
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = json.loads((ROOT / "tests" / "harness" / "golden" / "record_v1.json").read_text())

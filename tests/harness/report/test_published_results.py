@@ -33,7 +33,7 @@ def published_json(folder: str) -> list[Path]:
 def published_records() -> list[Path]:
     """The store's records committed under results/ (results/<machine>/<commit or date>/):
     cpu-config/ and predict/ hold benchmark outputs of their own."""
-    from harness.records.store import Store
+    from harness.store.directory import Store
 
     try:
         listed = set(subprocess.run(["git", "ls-files", "results"], cwd=ROOT,
@@ -47,7 +47,7 @@ def published_records() -> list[Path]:
 
 def test_published_records_lie_under_their_machine() -> None:
     """Each record sits in the folder the store gives it: its machine, then its commit or day."""
-    from harness.records.store import record_folder
+    from harness.store.directory import record_folder
 
     for path in published_records():
         assert path.parent.relative_to(RESULTS).as_posix() == record_folder(load_record(path))

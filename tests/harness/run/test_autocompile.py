@@ -10,10 +10,10 @@ import pytest
 from harness.commands.cli import build_parser
 from harness.core.errors import UsageError
 from harness.rank.loops import STEADY_SPREAD, steady
-from harness.records.rundir import RankResult
 from harness.run import autocompile
 from harness.run.autocompile import MARGIN, cached_choice, settle_compile, store_choice
 from harness.run.plan import compile_mode, plan_runs
+from harness.rundir import RankResult
 
 
 def _spec(**options: object):

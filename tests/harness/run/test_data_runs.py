@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.records.record import metric
-from harness.records.store import Store
+from harness.store.directory import Store
 
 TINY = ("--size", "tiny", "--threads", "1", "-q", "--peak", "cached")
 MADE = {"imagefolder": "resnet50", "webdataset": "alexnet", "hdf5": "hep_cnn",

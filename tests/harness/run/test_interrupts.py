@@ -14,7 +14,7 @@ import pytest
 
 from harness.core.files import TMP_PREFIX
 from harness.core.interrupts import Interrupted, stop_signals_deferred, stop_signals_raise
-from harness.records.store import Store
+from harness.store.directory import Store
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

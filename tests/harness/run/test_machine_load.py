@@ -102,7 +102,7 @@ def test_a_run_beside_two_spinning_processes_is_marked_busy(
 def test_a_quiet_run_is_not_marked(capsys: pytest.CaptureFixture[str]) -> None:
     """The same tables with the run's own CPU time taking all the machine's busy time: no
     mark anywhere (the spinning test above is the busy side of the same code)."""
-    from harness.run.summary import summary_table
+    from harness.run.summary_table import summary_table
 
     record = {"status": "success", "error": None, "metrics": [],
               "spec": {"workload": "hep_cnn", "size": "tiny", "backend": "cpu",

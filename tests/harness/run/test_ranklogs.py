@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from backends.launchers import LocalLauncher, TorchrunLauncher
-from harness.records.rundir import RunDir
 from harness.run.ranklogs import first_traceback, last_error_line, traceback_tail
+from harness.rundir import RunDir
 
 OWN = ["Traceback (most recent call last):", '  File "loops.py", line 9, in step',
        "    inject_fault(rank, step)", "RuntimeError: injected fault at step 2"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.records.record import metric
-from harness.records.store import Store
+from harness.store.directory import Store
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
 WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm")
@@ -39,7 +39,7 @@ def stored(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 def index_count(root: Path, cache: Path) -> int:
     """The rows of the store's index, which the run kept in its cache (never in the store)."""
-    from harness.records.index import INDEX_TABLE
+    from harness.store.index import INDEX_TABLE
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DTBENCH_CACHE_DIR", str(cache))

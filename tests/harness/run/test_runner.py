@@ -15,11 +15,11 @@ from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rank import loops
 from harness.records.record import load_record, metric
-from harness.records.rundir import FAULT_VAR, RankResult
-from harness.records.store import Store
 from harness.run import runner as runner_module
 from harness.run.runner import Runner
 from harness.run.settle import unavailable_reason
+from harness.rundir import FAULT_VAR, RankResult
+from harness.store.directory import Store
 from workloads.hep_cnn import HEPCNNWorkload
 
 SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, warmup=1, threads=1)

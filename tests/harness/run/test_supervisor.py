@@ -20,7 +20,7 @@ SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, comm=
 # stays in its exit barrier waiting for an agent whose rank aborted after succeeding.
 LINGERING = textwrap.dedent("""
     import json, sys, time
-    from harness.records.rundir import RunDir
+    from harness.rundir import RunDir
     run_dir = RunDir.join(sys.argv[sys.argv.index("--run-dir") + 1])
     run_dir.write_heartbeat(0, "measure", 3, 3)
     run_dir.result_path().write_text(json.dumps([{"rank": 0, "measured": True}]))

@@ -5,12 +5,12 @@ import pytest
 import torch
 from torch import nn
 
+from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.run.plan import resolve
 from harness.strategies import STRATEGIES
 from harness.strategies.base import tensor_bytes
-from harness.strategies.meter import CommMeter
 
 
 def plan(**options: object) -> RunSpec:

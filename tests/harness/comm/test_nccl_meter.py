@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from harness.comm import meter as meter_module
+from harness.comm.meter import CommMeter, CountingProcessGroup, register_counted_backend
 from harness.core.traffic import wire_bytes
-from harness.strategies import meter as meter_module
-from harness.strategies.meter import CommMeter, CountingProcessGroup, register_counted_backend
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """A results directory: one JSON file per record, never overwritten, under a folder per machine
-and measured commit (or date), and an SQLite index kept apart from it (harness/records/index.py).
+and measured commit (or date), and an SQLite index kept apart from it (harness/store/index.py).
 
 A store may be someone else's (a colleague's folder, a CI artifact): it is read only through
 regular files under its root (harness/core/files.read_regular), and written only into real
@@ -21,9 +21,7 @@ from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regul
 from harness.core.interrupts import stop_signals_deferred
 from harness.core.spec import RUN_FIELDS
 from harness.core.text import one_line
-from harness.records import index
-from harness.records.index import INDEX_TABLE
-from harness.records.machine import machine_label
+from harness.machine.names import machine_label
 from harness.records.record import (
     MAX_RECORD_BYTES,
     check_record,
@@ -32,15 +30,17 @@ from harness.records.record import (
     validate_record,
 )
 from harness.records.summary import SUMMARY_COLUMNS, summary_cells
+from harness.store import index
+from harness.store.index import INDEX_TABLE
 
 # The index file stores of earlier versions kept inside themselves: never opened now (a shared
 # store's file is its sharer's), and left where it is.
 LEGACY_INDEX_NAME = "index.sqlite"
 # The spec's columns are those its fields declare; an index with other columns is rebuilt.
 SPEC_COLUMNS = store_columns(RUN_FIELDS)
-# Those a server types as integers (harness/records/pgstore.py).
+# Those a server types as integers (harness/store/postgres.py).
 INTEGER_SPEC_COLUMNS = integer_columns(RUN_FIELDS)
-# A server's table has these too (harness/records/pgstore.py), empty there.
+# A server's table has these too (harness/store/postgres.py), empty there.
 STAMP_COLUMNS = ("file_bytes", "file_mtime_ns")
 COLUMNS = ("run_id", "path", "created_at", "status", *SPEC_COLUMNS, "spec_key",
            *SUMMARY_COLUMNS, *STAMP_COLUMNS)
@@ -147,7 +147,7 @@ class Store:
 
     @property
     def index_path(self) -> Path:
-        """The index's file: in the user's cache, never in the store (harness/records/index)."""
+        """The index's file: in the user's cache, never in the store (harness/store/index)."""
         return index.index_file(self.root)
 
     def ensure_writable(self) -> None:

@@ -1,5 +1,5 @@
 """Which store a target names: a `postgresql://` (or `postgres://`) URL is a server
-(pgstore.py), anything else a directory (store.py).
+(postgres.py), anything else a directory (directory.py).
 
 Writers (`run`, `comm`, `kernels --out URL`) get a FallbackStore: records go to the server
 while it answers; when it is down at the start, or goes away mid-suite, the runs go on and
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.records.store import Store
-from harness.records.storeurl import is_store_url
+from harness.store.directory import Store
+from harness.store.url import is_store_url
 
 PENDING_VAR = "DTBENCH_PENDING"
 PENDING_DIR = "dtbench-pending"
@@ -23,7 +23,7 @@ PENDING_DIR = "dtbench-pending"
 def open_store(target: str | Path) -> Any:
     """The store `target` names, for reading: a PostgresStore or a directory Store."""
     if is_store_url(target):
-        from harness.records.pgstore import PostgresStore
+        from harness.store.postgres import PostgresStore
 
         return PostgresStore(str(target))
     return Store(target)
@@ -44,7 +44,7 @@ class FallbackStore:
     directory (time-to-train runs keep their MLPerf logs under it)."""
 
     def __init__(self, url: str, pending: Path | None = None) -> None:
-        from harness.records.pgstore import PostgresStore
+        from harness.store.postgres import PostgresStore
 
         self.server = PostgresStore(url)
         self.pending = Store(pending if pending is not None else pending_dir())
@@ -65,7 +65,7 @@ class FallbackStore:
     def _server(self, operation: str, *args: Any) -> tuple[bool, Any]:
         """(True, the server's answer), or (False, None) when it could not give one: once it
         is away it is not asked again; an operation it refused is named in a warning."""
-        from harness.records.pgstore import StoreError, StoreUnreachable
+        from harness.store.postgres import StoreError, StoreUnreachable
 
         if self.away is not None:
             return False, None

@@ -1,4 +1,4 @@
-"""A directory store's index is dtbench's own (harness/records/index.py): kept in the cache,
+"""A directory store's index is dtbench's own (harness/store/index.py): kept in the cache,
 never in the store; a link there, or an index holding a trigger or a view, is thrown away and
 rebuilt; a file is parsed without validation only while its size, times and inode are those it
 was validated with; rows naming paths outside the store are never read."""
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.index import INDEX_TABLE
-from harness.records.inputs import catalog_inputs
-from harness.records.store import Store
+from harness.store.directory import Store
+from harness.store.index import INDEX_TABLE
+from harness.store.sources import catalog_inputs
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json")
                     .read_text())

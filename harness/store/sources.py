@@ -14,8 +14,8 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.files import TMP_PREFIX, RefusedFile, read_regular
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record
-from harness.records.store import Store
-from harness.records.storeurl import is_store_url
+from harness.store.directory import Store
+from harness.store.url import is_store_url
 
 
 @dataclass
@@ -42,7 +42,7 @@ def _read_json(path: Path, within: Path | None = None) -> Any:
 
 def records_from_document(document: Any, source: str) -> list[dict[str, Any]]:
     """The records in one parsed JSON document, or SchemaError saying why there are none."""
-    from harness.records.pytest_bench import is_pytest_benchmark, records_from_pytest_benchmark
+    from harness.store.pytest_benchmark import is_pytest_benchmark, records_from_pytest_benchmark
 
     if isinstance(document, list):
         return [check_record(item, f"{source}[{i}]") for i, item in enumerate(document)]
@@ -65,8 +65,8 @@ def load_file(path: Path, loaded: Loaded, within: Path | None = None) -> None:
 def load_server(url: str, loaded: Loaded) -> None:
     """The records of a `postgresql://` store; a server that cannot be reached is an error
     (the message shows the URL without its password)."""
-    from harness.records.pgstore import StoreError, StoreUnreachable
-    from harness.records.stores import open_store
+    from harness.store.postgres import StoreError, StoreUnreachable
+    from harness.store.targets import open_store
 
     store = open_store(url)
     try:
@@ -139,15 +139,15 @@ class Catalog:
 
     def summaries(self, rows: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """Slim records of the rows (see summary.summary_record)."""
-        from harness.records.store import SPEC_COLUMNS
         from harness.records.summary import summary_record
+        from harness.store.directory import SPEC_COLUMNS
 
         return [summary_record(row, SPEC_COLUMNS) for row in
                 (self.rows if rows is None else rows)]
 
 
 def _row_of_record(record: dict[str, Any]) -> dict[str, Any]:
-    from harness.records.store import index_cells
+    from harness.store.directory import index_cells
 
     return {**index_cells(record, None), "_record": record}
 
@@ -157,7 +157,7 @@ def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]
     that takes no index file: its records are then read one by one)."""
     import sqlite3
 
-    from harness.records.pgstore import StoreError, StoreUnreachable
+    from harness.store.postgres import StoreError, StoreUnreachable
 
     try:
         rows = store.summary_rows()
@@ -174,7 +174,7 @@ def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]
 def catalog_inputs(paths: list[str]) -> Catalog:
     """The catalog of record files, `--json` lists, directory stores and store URLs, each run
     once (the first input that holds it wins), as load_inputs reads them."""
-    from harness.records.stores import open_store
+    from harness.store.targets import open_store
 
     catalog = Catalog()
     found: list[dict[str, Any]] = []

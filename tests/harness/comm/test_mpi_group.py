@@ -13,11 +13,11 @@ import pytest
 import torch.distributed as dist
 
 from backends.base import module_available
-from backends.mpi_pg import BACKEND_NAME, mpi_world_from_env, register_mpi_backend
-from backends.mpi_rendezvous import first_reachable, local_addresses
+from harness.comm.mpi_group import BACKEND_NAME, mpi_world_from_env, register_mpi_backend
+from harness.comm.mpi_rendezvous import first_reachable, local_addresses
 
-ROOT = Path(__file__).resolve().parents[2]
-CHECK_SCRIPT = ROOT / "tests/backends/run_mpi_pg_check.py"
+ROOT = Path(__file__).resolve().parents[3]
+CHECK_SCRIPT = ROOT / "tests/harness/comm/run_mpi_group_check.py"
 MPIRUN = shutil.which("mpirun")
 
 requires_mpi4py = pytest.mark.skipif(not module_available("mpi4py"),
@@ -66,7 +66,7 @@ def test_world_from_launcher_variables(environ: dict[str, str],
 def test_import_initialises_no_mpi_and_needs_no_mpi4py() -> None:
     code = (
         "import sys\n"
-        "import backends.mpi_pg as m\n"
+        "import harness.comm.mpi_group as m\n"
         "assert 'mpi4py.MPI' not in sys.modules, 'importing initialised MPI'\n"
         "sys.modules['mpi4py'] = None  # as if mpi4py were not installed\n"
         "assert m.register_mpi_backend() == 'mpi4py'\n"
@@ -110,7 +110,7 @@ def test_single_rank_without_launcher() -> None:
     """An MPI singleton: a one-rank group whose collectives leave the data as it is."""
     code = (
         "import torch, torch.distributed as dist\n"
-        "from backends.mpi_pg import init_mpi_process_group\n"
+        "from harness.comm.mpi_group import init_mpi_process_group\n"
         "init_mpi_process_group()\n"
         "t = torch.arange(4.0)\n"
         "dist.all_reduce(t, op=dist.ReduceOp.AVG)\n"

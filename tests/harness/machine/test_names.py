@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records.machine import machine_label, microarchitecture, system_description
+from harness.machine.names import machine_label, microarchitecture, system_description
 from harness.records.provenance import Provenance, ci_url, code_under_test
 
 AMD, INTEL = "AuthenticAMD", "GenuineIntel"
@@ -94,10 +94,10 @@ def test_code_under_test_from_the_checkout_or_the_command_line(tmp_path: Path) -
 
 def test_machine_name_and_code_reach_the_record_and_the_csv(tmp_path: Path) -> None:
     from harness.core.spec import RunSpec
-    from harness.records.store import Store
     from harness.report import csv_format
     from harness.report.view import RecordView
     from harness.run.runner import Runner
+    from harness.store.directory import Store
 
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=2, warmup=1,
                    threads=1)

@@ -13,10 +13,10 @@ import pytest
 from harness.core.errors import UsageError
 from harness.core.files import TMP_PREFIX, write_atomic
 from harness.core.spec import RunSpec
-from harness.records.index import INDEX_TABLE
-from harness.records.machine import machine_label
+from harness.machine.names import machine_label
 from harness.records.record import Metric, build_record, load_record, new_run_id
-from harness.records.store import Store, _slug
+from harness.store.directory import Store, _slug
+from harness.store.index import INDEX_TABLE
 
 
 def make_record(workload: str = "alexnet", status: str = "success", run_id: str | None = None,
@@ -231,7 +231,7 @@ OLD_COLUMNS = ("run_id", "path", "created_at", "status", "workload", "size", "ba
 
 
 def test_an_index_with_other_columns_is_rebuilt_from_the_files(tmp_path: Path) -> None:
-    from harness.records.store import INDEX_COLUMNS
+    from harness.store.directory import INDEX_COLUMNS
 
     store = Store(tmp_path)
     record = make_record("alexnet")

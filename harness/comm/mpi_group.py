@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 
-from backends.mpi_rendezvous import rendezvous_store
+from harness.comm.mpi_rendezvous import rendezvous_store
 
 BACKEND_NAME = "mpi4py"
 
@@ -397,7 +397,7 @@ def init_mpi_process_group(timeout: timedelta | None = None, backend: str | None
 
     torch still wants a store beside the group (init barrier, subgroup bookkeeping): a
     TCPStore served by rank 0, on MASTER_PORT where set, else on a free port, which the
-    others find over MPI (backends/mpi_rendezvous.py), so jobs started by mpirun or srun
+    others find over MPI (harness/comm/mpi_rendezvous.py), so jobs started by mpirun or srun
     need no further settings.
     """
     comm = _mpi().COMM_WORLD

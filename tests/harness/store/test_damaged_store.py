@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.files import TMP_PREFIX
-from harness.records.index import INDEX_TABLE
-from harness.records.inputs import load_inputs
-from harness.records.store import Store
+from harness.store.directory import Store
+from harness.store.index import INDEX_TABLE
+from harness.store.sources import load_inputs
 
 GOLDEN_PATH = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
 GOLDEN_TEXT = GOLDEN_PATH.read_text(encoding="utf-8")

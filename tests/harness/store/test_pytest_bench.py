@@ -14,9 +14,9 @@ import pytest
 
 from harness.core.errors import SchemaError
 from harness.core.spec import RunSpec
-from harness.records.inputs import load_inputs
-from harness.records.pytest_bench import is_pytest_benchmark, records_from_pytest_benchmark
 from harness.records.record import check_record, metric
+from harness.store.pytest_benchmark import is_pytest_benchmark, records_from_pytest_benchmark
+from harness.store.sources import load_inputs
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SOURCE = "bench.json"

@@ -16,8 +16,8 @@ import psutil
 import torch
 
 import harness
-from harness.core.hardware import cpu_fingerprint, hardware_key, machine_id
-from harness.records.machine import microarchitecture
+from harness.machine.hardware import cpu_fingerprint, hardware_key, machine_id
+from harness.machine.names import microarchitecture
 
 
 def shaped_rate_mbps(interface: str) -> float | None:

@@ -108,7 +108,7 @@ class RankResult:
     time_to_train: float | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     # Bytes this rank put on the wire in each measured step, by kind, and the payload it handed
-    # to the collectives in each (counted, harness/strategies/meter)
+    # to the collectives in each (counted, harness/comm/meter)
     comm_bytes: list[dict[str, int]] = field(default_factory=list)
     comm_payload: list[int] = field(default_factory=list)
     # Traffic outside the training steps by phase (setup, evaluation, stop decision, ...):

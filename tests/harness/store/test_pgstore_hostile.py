@@ -14,11 +14,11 @@ import pytest
 from postgres import PASSWORD
 
 from harness.commands.cli import main
-from harness.records.store import Store
+from harness.store.directory import Store
 
 psycopg = pytest.importorskip("psycopg")
 
-from harness.records.pgstore import TABLE, PostgresStore  # noqa: E402 - needs psycopg
+from harness.store.postgres import TABLE, PostgresStore  # noqa: E402 - needs psycopg
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json")
                     .read_text())

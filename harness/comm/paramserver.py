@@ -38,9 +38,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from harness.comm.meter import CommMeter
 from harness.core.stats import quantile
-from harness.records.rundir import LostWorker, RunDir
-from harness.strategies.meter import CommMeter
+from harness.rundir import LostWorker, RunDir
 
 PUSH, FETCH, DONE, PLAN, FETCH_SLICED = 1, 2, 3, 4, 5
 TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS, TAG_PLAN = 11, 12, 13, 14, 15
@@ -50,17 +50,6 @@ HEADER_BYTES = HEADER_WORDS * 8
 # supervisor books each worker it saw die (RunDir.lost_workers).
 LOST_DIR_VAR = "DTBENCH_LOST_DIR"
 LOST_CHECK_S = 0.2
-
-
-def tolerates_loss(spec: Any) -> bool:
-    """Whether a worker of this run may die without failing it: a strategy that tolerates it
-    (ps-async, downpour, ssp, hybrid), under the local launcher, whose supervisor sees every
-    rank (torchrun, mpirun and srun end the whole job when one rank dies)."""
-    if getattr(spec, "kind", "train") != "train" or spec.launcher != "local":
-        return False
-    from harness.strategies.base import STRATEGIES
-
-    return bool(getattr(STRATEGIES.get(spec.strategy), "tolerates_worker_loss", False))
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:

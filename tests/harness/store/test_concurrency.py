@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from harness.core.files import TMP_PREFIX
-from harness.records.index import INDEX_TABLE
 from harness.records.record import load_record
-from harness.records.store import COLUMNS, Store
+from harness.store.directory import COLUMNS, Store
+from harness.store.index import INDEX_TABLE
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json").read_text())
 WORKERS = 4

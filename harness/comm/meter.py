@@ -1,5 +1,5 @@
 """Bytes counted where they are sent: a process group that wraps the real one (gloo, NCCL, or
-the MPI group of backends/mpi_pg.py) and counts every collective and point-to-point call a
+the MPI group of harness/comm/mpi_group.py) and counts every collective and point-to-point call a
 rank makes, whoever makes it: DDP's reducer, FSDP2, ZeroRedundancyOptimizer, DTensor's
 functional collectives, pipelining's send/recv, a parameter server's own messages.
 
@@ -354,7 +354,7 @@ def _gloo_group(options: Any, backend_options: Any) -> Any:
 
 
 def _mpi_group(options: Any, backend_options: Any) -> Any:
-    from backends.mpi_pg import _create_mpi_pg
+    from harness.comm.mpi_group import _create_mpi_pg
 
     return _create_mpi_pg(options, backend_options)
 

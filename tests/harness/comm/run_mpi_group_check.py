@@ -7,7 +7,7 @@ through the group under test), match a single-process replay of the averaged-gra
 update, and differ from training without communication: MPI carried the gradients.
 Rank 0 prints a JSON summary as the last line; the exit status is 1 on any mismatch.
 
-    mpirun --allow-run-as-root --oversubscribe -n 2 python tests/backends/run_mpi_pg_check.py
+    mpirun --allow-run-as-root --oversubscribe -n 2 python tests/harness/comm/run_mpi_group_check.py
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from backends.mpi_pg import init_mpi_process_group, mpi_library_version
+from harness.comm.mpi_group import init_mpi_process_group, mpi_library_version
 
 FEATURES, HIDDEN, CLASSES, BATCH = 256, 512, 10, 8
 LR = 0.05

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.hardware import (
+from harness.machine.hardware import (
     cpu_fingerprint,
     hardware_differences,
     hardware_key,

@@ -8,12 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from harness.core.errors import RunFailed, SkipRun, status_of
-from harness.records.fingerprint import harness_info, machine_info, software_info, with_nodes
+from harness.machine.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.provenance import Provenance
 from harness.records.record import build_record
-from harness.records.rundir import RankResult
 from harness.run.collect import Collected
 from harness.run.settle import Settled
+from harness.rundir import RankResult
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.spec import CommSpec, RunSpec
-from harness.records.rundir import (
+from harness.rundir import (
     RANK_VARIABLES,
     RUN_ID_VAR,
     SPEC_VAR,
@@ -101,7 +101,7 @@ def test_performance_variables_reach_every_node_through_mpirun() -> None:
     with -x, besides the rank variables; unrelated ones are not."""
     from backends.launchers import MpirunLauncher, is_open_mpi, mpirun_path
     from harness.core.spec import LaunchOptions, RunSpec, performance_env
-    from harness.records.rundir import forwarded_variables
+    from harness.rundir import forwarded_variables
 
     env = {"MASTER_PORT": "1", "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO",
            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1",

@@ -1,5 +1,5 @@
 """A store on a PostgreSQL server, shared by many CI runners: one row per record, with the
-directory store's index columns (harness/records/store.py) and the record's JSON text as the
+directory store's index columns (harness/store/directory.py) and the record's JSON text as the
 writer stored it (type json: a jsonb document is rendered anew on every read, which cost a
 100,000-record publish 5.6 s of the server's CPU; a table an older dtbench made as jsonb is
 read the same way).
@@ -7,7 +7,7 @@ read the same way).
 Each add is one transaction (a writer killed mid-add leaves nothing); run_id is the primary
 key and an existing record is never replaced. Every operation opens its own connection, so a
 server that restarts between two runs is simply used again. Errors never show the password:
-their text goes through storeurl.scrub.
+their text goes through url.scrub.
 """
 from __future__ import annotations
 
@@ -19,7 +19,13 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.outputs import clean_text
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record, validate_record
-from harness.records.store import (
+from harness.records.summary import (
+    INTEGER_SUMMARY,
+    REAL_SUMMARY,
+    SUMMARY_COLUMNS,
+    summary_cells,
+)
+from harness.store.directory import (
     BASELINE_COLUMNS,
     COLUMNS,
     INTEGER_SPEC_COLUMNS,
@@ -29,13 +35,7 @@ from harness.records.store import (
     index_cells,
     record_text,
 )
-from harness.records.storeurl import check_url, redact, scrub
-from harness.records.summary import (
-    INTEGER_SUMMARY,
-    REAL_SUMMARY,
-    SUMMARY_COLUMNS,
-    summary_cells,
-)
+from harness.store.url import check_url, redact, scrub
 
 TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
@@ -100,7 +100,7 @@ def row_of(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class PostgresStore:
-    """The interface of harness.records.store.Store, on a server named by a URL."""
+    """The interface of harness.store.directory.Store, on a server named by a URL."""
 
     def __init__(self, url: str) -> None:
         check_url(url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.strategies.paramserver import Server
+from harness.comm.paramserver import Server
 
 
 def _server(rule: str, damp_stale: bool, clients: int = 2) -> Server:

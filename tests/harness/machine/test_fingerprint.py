@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from harness.records import fingerprint as sysinfo
+from harness.machine import fingerprint as sysinfo
 
 
 def nic(up: bool, speed: int) -> SimpleNamespace:
@@ -103,9 +103,7 @@ def test_mpi_version_keeps_printable_text_only(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr("backends.base.module_available", lambda name: True)
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: SimpleNamespace(
         stdout="Open MPI v5.0.11, ident: 5.0.11\x00\n4.1.2\n"))
-    sysinfo.mpi_version.cache_clear()  # asked once per process: ask again under the fake
-    try:
-        assert sysinfo.mpi_version() == {"implementation": "Open MPI v5.0.11, ident: 5.0.11",
-                                         "mpi4py": "4.1.2"}
-    finally:
-        sysinfo.mpi_version.cache_clear()
+    # The uncached function under the fake: the process's cached answer (asked once, by
+    # tests/conftest.py) stays, so later tests start no MPI child.
+    assert sysinfo.mpi_version.__wrapped__() == {
+        "implementation": "Open MPI v5.0.11, ident: 5.0.11", "mpi4py": "4.1.2"}

@@ -24,18 +24,18 @@ from postgres import PASSWORD, ROLE, Server, free_port
 
 from harness.commands.cli import main
 from harness.records.record import check_record
-from harness.records.store import Store
-from harness.records.storeurl import redact, scrub
+from harness.store.directory import Store
+from harness.store.url import redact, scrub
 
 psycopg = pytest.importorskip("psycopg")
 
-from harness.records.pgstore import (  # noqa: E402 - needs psycopg
+from harness.store.postgres import (  # noqa: E402 - needs psycopg
     TABLE,
     PostgresStore,
     RecordExists,
     StoreUnreachable,
 )
-from harness.records.stores import FallbackStore  # noqa: E402
+from harness.store.targets import FallbackStore  # noqa: E402
 
 GOLDEN = json.loads((Path(__file__).resolve().parents[1] / "golden" / "record_v1.json").read_text())
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -51,7 +51,7 @@ def _record(run_id: str, **notes: Any) -> dict[str, Any]:
 
 WRITER = """
 import json, sys
-from harness.records.pgstore import PostgresStore
+from harness.store.postgres import PostgresStore
 store = PostgresStore(sys.argv[1])
 records = [json.loads(line) for line in sys.stdin.readline().split("\\x1e")]
 print("ready", flush=True)
@@ -136,7 +136,7 @@ def test_a_record_the_server_refuses_is_kept_locally(url: str, tmp_path: Path,
 
 KILLED_WRITER = """
 import contextlib, sys, time
-from harness.records import pgstore
+from harness.store import postgres as pgstore
 real = pgstore.PostgresStore._insert
 
 def paused(self, connection, record):
@@ -341,7 +341,7 @@ def test_publish_from_the_server_writes_every_record_as_stored(
     them, each its stored document: unchanged (the directory store's text) where the table
     holds json (this version's), the same document where an older version made it jsonb."""
     import harness.publish.records as published
-    from harness.records.store import record_text
+    from harness.store.directory import record_text
 
     monkeypatch.setattr(published, "CHUNK", 2)  # a commit a file: three chunks for five
     store = PostgresStore(url)
