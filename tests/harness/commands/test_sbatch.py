@@ -1,4 +1,4 @@
-"""sbatch script generation (harness/sbatch.py): the #SBATCH lines, the command, the checks.
+"""sbatch script generation (harness/commands/sbatch.py): the #SBATCH lines, the command, the checks.
 
 Submitting a generated script to a real one-node cluster is in
 tests/distributed/test_slurm.py (`sbatch --wait`).
