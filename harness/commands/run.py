@@ -2,15 +2,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from harness.commands.arguments import check_json_target
+from harness.commands.options import (
+    LAUNCH_DESTS,
+    OUTPUT_DESTS,
+    add_launch_options,
+    add_output_options,
+    json_target,
+    regroup,
+    write_json,
+)
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
 from harness.core.fields import add_options, option_keys
-from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec
 from harness.records.provenance import Provenance
@@ -27,9 +33,16 @@ CLI_RUN_KEYS = option_keys(RUN_FIELDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run fields' options, but for the output and launch groups every command that
+    stores records or starts ranks shares (harness/commands/options.py)."""
     parser.add_argument("suite", nargs="?", default=None,
-                     help="built-in suite name or TOML file (default: quick)")
-    add_options(parser, RUN_FIELDS)
+                        help="built-in suite name or TOML file (default: quick)")
+    shared = (*OUTPUT_DESTS, *LAUNCH_DESTS)
+    add_options(parser, [field for field in RUN_FIELDS if field.name not in shared])
+    add_launch_options(parser)
+    regroup(parser, "launch", ("launcher", "nproc", "nnodes"))
+    add_output_options(parser, "the records")
+    regroup(parser, "output", ("machine", "commit", "resume"))
 
 
 def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
@@ -118,7 +131,7 @@ def command(args: argparse.Namespace) -> int:
     planned = plan_runs(suite, options)
     launch = launch_options(args)
     store = open_writer(args.out)
-    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
+    json_file = json_target(args, store.root)
     _preflight_data([spec for spec, _ in planned])
     check_all([spec for spec, _ in planned], args.oversubscribe)
     store.ensure_writable()
@@ -139,13 +152,13 @@ def command(args: argparse.Namespace) -> int:
                 records.append(outcome.record)
     except Interrupted as stop:
         progress.end(f"interrupted by {stop.signal_name}")
-        _show_and_save(records, json_target)
+        _show_and_save(records, json_file)
         stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
                         f"{len(work)}: {len(records)} completed record(s) kept in "
                         f"{destination(store)}, the interrupted run left nothing; add --resume "
                         "to run the rest")
         raise
-    _show_and_save(records, json_target)
+    _show_and_save(records, json_file)
     if not records:
         print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
               if work else "nothing to run: every planned run is already complete")
@@ -160,11 +173,10 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:
+def _show_and_save(records: list[dict[str, Any]], json_file: Path | TextIO | None) -> None:
     """The summary table of the records made, and the --json file (also when interrupted)."""
     if records:
         print(summary_table(records))
         for line in precision_warnings(records):
             print(f"dtbench: warning: {line}", file=sys.stderr)
-    if json_target is not None:
-        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+    write_json(json_file, records, allow_nan=False)
