@@ -23,7 +23,8 @@ SUBCOMMANDS = {
     "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
     "kernels": ("kernels", "kernel microbenchmarks with a roofline (DeepBench style)"),
     "report": ("report", "tables and plots from records and stores"),
-    "compare": ("compare", "exit 1 on a significant regression"),
+    "compare": ("compare", "compare a baseline with a candidate; exit 1 on a significant "
+                           "regression"),
     "history": ("history", "a metric over commits per machine, with its change points"),
     "publish": ("publish", "a static site of machines, workloads, trends and records"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
