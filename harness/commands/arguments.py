@@ -92,9 +92,3 @@ def check_json_target(path: str, store_root: Path) -> Path:
             raise UsageError(f"--json {path}: is a directory; name a file")
         return target
     return check_output_file(path, "--json")
-
-
-def print_json(data: Any) -> None:
-    import json
-
-    print(json.dumps(data, indent=2, default=str))
