@@ -2,6 +2,7 @@
 and links the docs name exist, and nothing points outside the repository."""
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 from pathlib import Path
@@ -74,14 +75,51 @@ def test_command_table_lists_every_subcommand_and_only_those() -> None:
     assert set(table) == _subcommands()
 
 
-def test_every_option_of_every_subcommand_is_documented() -> None:
-    text = (DOCS / "spec" / "command-line.md").read_text()
+def _documented_options() -> dict[str, set[str]]:
+    """The flags docs/spec/command-line.md gives each command: those back-quoted in the
+    paragraphs that open with it (**`run [SUITE]`**: ...) and in a table right after one;
+    "`--json` lists" names what another command wrote, not an option."""
+    text = (DOCS / "spec" / "command-line.md").read_text().split("## Options", 1)[1]
+    found: dict[str, set[str]] = {}
+    # the shared groups' bullets: "- **output** (`run`, `comm`): `--out STORE`, ..."
+    for bullet in re.findall(r"^- \*\*[a-z]+\*\* \(([^)]*)\):(.*?)(?=^- |^$)", text,
+                             re.M | re.S):
+        for command in re.findall(r"`([a-z]+)`", bullet[0]):
+            found.setdefault(command, set()).update(
+                re.findall(r"`(?:-[a-z]/)?(--[a-z][a-z-]*)", bullet[1]))
+    command = None
+    for paragraph in text.split("\n\n"):
+        opening = re.match(r"\*\*`([a-z]+)", paragraph)
+        if opening:
+            command = opening.group(1)
+        elif not paragraph.startswith("|"):
+            command = None
+        if command is not None:
+            found.setdefault(command, set()).update(
+                re.findall(r"`(?:-[a-z]/)?(--[a-z][a-z-]*)(?![^`]*` lists)", paragraph))
+    return found
+
+
+def _parser_options() -> dict[str, set[str]]:
+    """Each command's long flags, those of its own subcommands (data make) included."""
+    def flags(parser: argparse.ArgumentParser) -> set[str]:
+        own = {flag for action in parser._actions for flag in action.option_strings
+               if flag.startswith("--") and flag != "--help"}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    own |= flags(sub)
+        return own
+
     parser = build_parser()
-    actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
-    missing = [f"{name} {flag}" for name, sub in actions[0].choices.items()
-               for action in sub._actions for flag in action.option_strings
-               if flag.startswith("--") and flag != "--help" and f"`{flag}" not in text
-               and f"/{flag}" not in text]
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {name: flags(sub) for name, sub in actions[0].choices.items()}
+
+
+def test_every_option_of_every_subcommand_is_documented_under_it() -> None:
+    documented = _documented_options()
+    missing = [f"{name} {flag}" for name, flags in _parser_options().items()
+               for flag in sorted(flags - documented.get(name, set()))]
     assert not missing, f"options not in docs/spec/command-line.md: {missing}"
 
 
@@ -95,6 +133,14 @@ def test_the_run_options_table_is_the_declarations() -> None:
     text = (DOCS / "spec" / "command-line.md").read_text()
     assert table in text, ("docs/spec/command-line.md's `run` table differs from the "
                            f"declaration; replace it with:\n{table}")
+
+
+def test_every_documented_option_exists() -> None:
+    options = _parser_options()
+    assert set(_documented_options()) == set(options)
+    unknown = [f"{name} {flag}" for name, flags in _documented_options().items()
+               for flag in sorted(flags - options[name])]
+    assert not unknown, f"docs/spec/command-line.md names options the parser lacks: {unknown}"
 
 
 def _emitted_metric_names() -> set[str]:

@@ -23,7 +23,8 @@ SUBCOMMANDS = {
     "comm": ("comm", "collective microbenchmarks (nccl-tests style)"),
     "kernels": ("kernels", "kernel microbenchmarks with a roofline (DeepBench style)"),
     "report": ("report", "tables and plots from records and stores"),
-    "compare": ("compare", "exit 1 on a significant regression"),
+    "compare": ("compare", "compare a baseline with a candidate; exit 1 on a significant "
+                           "regression"),
     "history": ("history", "a metric over commits per machine, with its change points"),
     "publish": ("publish", "a static site of machines, workloads, trends and records"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),
@@ -37,17 +38,20 @@ SUBCOMMANDS = {
 PROGRESS_COMMANDS = frozenset({"run", "comm", "kernels"})
 
 
-def build_parser(command: str | None = None) -> Parser:
+def build_parser(command: str | None = None, *, options: bool = True) -> Parser:
     """The command line; with `command`, only that subcommand's options are declared (each
     declaration imports its module: `run`'s imports torch, which store commands such as
-    report and publish need not wait 1.5 s for)."""
-    parser = Parser(prog="dtbench", description="Benchmark distributed deep-learning training.")
+    report and publish need not wait 1.5 s for); without `options`, none (the command list)."""
+    parser = Parser(prog="dtbench", description="Benchmark distributed deep-learning training.",
+                    epilog="dtbench COMMAND -h shows a command's options with their defaults.")
     parser.add_argument("--version", action="version", version=f"dtbench {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser,
+                                     title="commands")
     commands.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
-        subparser = commands.add_parser(name, help=help_text)
-        if command is None or name == command:
+        subparser = commands.add_parser(name, help=help_text,
+                                        description=f"dtbench {name}: {help_text}.")
+        if options and (command is None or name == command):
             import_module(f"harness.commands.{module}").add_arguments(subparser)
     return parser
 
@@ -73,17 +77,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(given: list[str], argv: list[str] | None) -> int:
+    from harness.commands.options import json_owns_stdout
     from harness.core.interrupts import Interrupted, stop_signals_raise
     from harness.core.outputs import clean_text
 
+    if not given:  # like git: what there is to run, on stderr, and the usage exit code
+        print(build_parser(options=False).format_help(), end="", file=sys.stderr)
+        return EXIT_USAGE
+    named = given[0] if given[0] in SUBCOMMANDS else None
     try:
-        args = build_parser(given[0] if given and given[0] in SUBCOMMANDS else None
-                            ).parse_args(argv)
-        with stop_signals_raise():
+        args = build_parser(named).parse_args(argv)
+        with stop_signals_raise(), json_owns_stdout(args):
             module = import_module(f"harness.commands.{SUBCOMMANDS[args.command][0]}")
             return int(module.command(args))
     except (UsageError, SchemaError) as exc:
-        print(f"dtbench: error: {clean_text(exc, 4000)}", file=sys.stderr)
+        prog = getattr(exc, "prog", None) or (f"dtbench {named}" if named else "dtbench")
+        print(f"{prog}: error: {clean_text(exc, 4000)}", file=sys.stderr)
         return EXIT_USAGE
     except Interrupted as stop:
         print(f"dtbench: {stop.summary}", file=sys.stderr)

@@ -2,18 +2,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from harness.commands.arguments import (
-    check_json_target,
-    int_list,
-    non_negative_int,
-    positive_int,
+from harness.commands.arguments import int_list, non_negative_int, positive_int
+from harness.commands.options import (
+    add_launch_options,
+    add_output_options,
+    add_threads_option,
+    json_target,
+    write_json,
 )
 from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
-from harness.core.files import write_atomic
 from harness.core.spec import CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
 from harness.machine.fingerprint import (
@@ -36,34 +36,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     choices = registry_choices()
     parser.add_argument("--comm", default="gloo", choices=choices["comm"],
                         help="the communication backend measured")
-    parser.add_argument("--launcher", default="local", choices=choices["launcher"],
-                        help="how ranks start (mpirun for --comm mpi)")
-    parser.add_argument("-n", "--nproc", type=int_list, default=None, help="ranks per node")
-    parser.add_argument("--nnodes", type=positive_int, help="nodes (default 1)")
-    parser.add_argument("--node-rank", type=non_negative_int,
-                        help="this node's rank in a torchrun-style multi-node run")
-    parser.add_argument("--master-addr", help="the rendezvous host of a multi-node run")
-    parser.add_argument("--master-port", type=positive_int, help="the rendezvous port")
-    parser.add_argument("--hostfile", help="mpirun's host file")
     parser.add_argument("--op", default="allreduce",
-                      help="comma list of allreduce, allgather, reducescatter, broadcast")
+                        help="comma list of allreduce, allgather, reducescatter, broadcast")
     parser.add_argument("--sizes", default="1K:64M",
-                      help="bytes: 4M, a power-of-two range 1K:64M, or a comma list")
+                        help="bytes: 4M, a power-of-two range 1K:64M, or a comma list")
     parser.add_argument("--iters", type=positive_int, default=20,
                         help="timed iterations per op and size")
     parser.add_argument("--warmup", type=non_negative_int, default=5,
                         help="untimed iterations first")
-    parser.add_argument("--threads", type=positive_int, help="CPU threads per rank (default 1)")
-    # not given: LaunchOptions' defaults, as for `dtbench run`
-    parser.add_argument("--rank-timeout", type=positive_int,
-                        help="seconds without progress before a rank counts as hung")
-    parser.add_argument("--comm-timeout", type=positive_int,
-                        help="NCCL's watchdog timeout (s)")
-    parser.add_argument("--out", default="results", help="the store the records go to")
+    add_threads_option(parser, per_rank=True)
     parser.add_argument("--oversubscribe", action="store_true",
                         help="run even when ranks x threads exceed 4x the usable cores")
-    parser.add_argument("--json", dest="json_file", help="also write the records to this file")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    launch = add_launch_options(parser)
+    launch.add_argument("--launcher", default="local", choices=choices["launcher"],
+                        help="how ranks start (mpirun for --comm mpi)")
+    launch.add_argument("-n", "--nproc", type=int_list, default=None, metavar="N",
+                        help="ranks per node (default 2)")
+    launch.add_argument("--nnodes", type=positive_int, metavar="N", help="nodes (default 1)")
+    add_output_options(parser, "the records")
 
 
 def _records(spec: CommSpec, results: list[CommResult], status: str, error: str | None,
@@ -101,7 +91,7 @@ def comm_table(results: list[CommResult]) -> str:
 
 def command(args: argparse.Namespace) -> int:
     if args.nproc and len(args.nproc) > 1:
-        raise UsageError("dtbench comm takes one -n value")
+        raise UsageError(f"-n {','.join(map(str, args.nproc))}: a comm run takes one rank count")
     from harness.commands.run import launch_options
 
     nprocs = args.nproc or [2]
@@ -111,9 +101,10 @@ def command(args: argparse.Namespace) -> int:
     check_threads(spec.world_size if spec.nnodes == 1 else spec.nproc_per_node, spec.threads,
                   args.oversubscribe)
     if spec.comm == "none":
-        raise UsageError("dtbench comm needs a communication backend: --comm gloo, mpi or nccl")
+        raise UsageError("--comm none: a comm run needs a communication backend: gloo, mpi or "
+                         "nccl")
     store = open_writer(args.out)
-    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
+    json_file = json_target(args, store.root)
     store.ensure_writable()
     created = utc_now()
     run_id = new_run_id("comm", created)
@@ -147,6 +138,5 @@ def command(args: argparse.Namespace) -> int:
     else:
         print(f"{status}: {error}")
     print(f"records: {destination(store)}", file=sys.stderr)
-    if json_target is not None:
-        write_atomic(json_target, json.dumps(records, indent=1) + "\n")
+    write_json(json_file, records)
     return 1 if status == "failed" else 0

@@ -4,21 +4,22 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.arguments import percentage
+from harness.commands.options import add_json_option
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
     parser.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
-    parser.add_argument("--threshold", type=percentage, default=5.0,
+    parser.add_argument("--threshold", type=percentage, default=5.0, metavar="PCT",
                         help="regression threshold in percent (default 5)")
-    parser.add_argument("--json", dest="json_file", help="also write the comparison here")
+    add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "
                         "$GITHUB_STEP_SUMMARY (default text)")
     parser.add_argument("--trajectory", action="store_true",
                         help="compare the two runs' per-step losses instead: the largest "
                         "difference and the first step where they diverge (exit 1)")
-    parser.add_argument("--tolerance", type=float, default=1e-5,
+    parser.add_argument("--tolerance", type=float, default=1e-5, metavar="T",
                         help="with --trajectory: a step differs beyond tolerance x "
                         "max(1, |loss|) (default 1e-5)")
     parser.add_argument("--allow-different-hardware", action="store_true",

@@ -2,19 +2,19 @@
 `dtbench data bench` measures the input pipeline alone (samples/s against loader workers),
 like a microbenchmark, cold and warm where the page cache can be dropped.
 
-    dtbench data make --workload resnet50 --size small --format imagefolder --samples 2000 -o DIR
-    dtbench data bench --workload resnet50 --size small --data DIR [--workers 0,1,2] [--batches N]
+    dtbench data make resnet50 --size small --format imagefolder --samples 2000 -o DIR
+    dtbench data bench resnet50 --size small --data DIR [--workers 0,1,2] [--batches N]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from harness.commands.arguments import Parser, positive_int
+from harness.commands.options import add_json_option, json_target, write_json
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.fields import count_list
 from harness.core.spec import SIZES
@@ -23,34 +23,59 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from workloads import WORKLOADS
     from workloads.files import FORMATS
 
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser,
                                     help="what to do (ACTION -h for its options)")
     actions.required = True
-    make = actions.add_parser("make", help="write a dataset of a workload's shape")
-    make.add_argument("--workload", "-w", required=True)
-    make.add_argument("--size", default="small", choices=SIZES)
-    make.add_argument("--format", required=True, choices=FORMATS)
-    make.add_argument("--samples", type=positive_int, required=True)
-    make.add_argument("--seed", type=int, default=0)
-    make.add_argument("-o", "--output", required=True, metavar="DIR", help="a new folder")
-    bench = actions.add_parser("bench", help="the input pipeline alone: samples/s by workers")
-    bench.add_argument("--workload", "-w", required=True)
-    bench.add_argument("--size", default="small", choices=SIZES)
-    bench.add_argument("--data", required=True, metavar="PATH")
+    make_help = "write a dataset of a workload's shape in a file format"
+    make = actions.add_parser("make", help=make_help, description=f"dtbench data make: "
+                              f"{make_help}.")
+    _add_workload(make, WORKLOADS.names())
+    make.add_argument("--format", required=True, choices=FORMATS, help="the file format")
+    make.add_argument("--samples", type=positive_int, required=True, metavar="N",
+                      help="samples to write")
+    make.add_argument("--seed", type=int, default=0, help="seed of the generated samples")
+    make.add_argument("-o", "--output", required=True, metavar="DIR",
+                      help="a new folder (written beside it and moved into place)")
+    bench_help = "the input pipeline alone: samples/s by loader workers"
+    bench = actions.add_parser("bench", help=bench_help, description=f"dtbench data bench: "
+                               f"{bench_help}, cold and warm where the page cache can be "
+                               "dropped.")
+    _add_workload(bench, WORKLOADS.names())
+    bench.add_argument("--data", required=True, metavar="PATH",
+                       help="the dataset: a folder or file dtbench data make wrote")
     bench.add_argument("--workers", type=count_list, default=[0, 1, 2], metavar="LIST",
-                       help="loader worker counts to measure (default 0,1,2)")
-    bench.add_argument("--batch-size", type=positive_int, help="default: the preset's")
-    bench.add_argument("--batches", type=positive_int, default=20,
+                       help="loader worker counts to measure, a comma list")
+    bench.add_argument("--batch-size", type=positive_int, metavar="N",
+                       help="default: the preset's")
+    bench.add_argument("--batches", type=positive_int, default=20, metavar="N",
                        help="batches timed per setting (after the first, which starts workers)")
-    bench.add_argument("--json", dest="json_file", metavar="FILE", help="write the figures")
+    add_json_option(bench, "the figures")
+
+
+def _add_workload(parser: argparse.ArgumentParser, names: list[str]) -> None:
+    """WORKLOAD, as describe and predict take it; -w/--workload, the older spelling, too."""
+    parser.add_argument("workload", nargs="?", help=f"the workload: {', '.join(names)}")
+    parser.add_argument("-w", "--workload", dest="workload_option", metavar="WORKLOAD",
+                        help="the same as WORKLOAD")
+    parser.add_argument("--size", default="small", choices=SIZES, help="workload preset")
+
+
+def _workload_name(args: argparse.Namespace) -> str:
+    given = [name for name in (args.workload, args.workload_option) if name]
+    if not given:
+        raise UsageError(f"data {args.action}: name a WORKLOAD (dtbench list names them)")
+    if len(set(given)) > 1:
+        raise UsageError(f"data {args.action}: two workloads given, {given[0]} and {given[1]}")
+    return given[0]
 
 
 def command(args: argparse.Namespace) -> int:
     from workloads import get_workload
 
-    workload = get_workload(args.workload)
+    workload = get_workload(_workload_name(args))
     if args.action == "make":
         from workloads.files import workload_shape
         from workloads.files.make import make_dataset
@@ -102,6 +127,7 @@ def _rate(workload: Any, args: argparse.Namespace, workers: int, batch: int) -> 
 def bench(args: argparse.Namespace, workload: Any) -> int:
     from harness.core.text import render_table
 
+    json_file = json_target(args)
     batch = args.batch_size or workload.preset(args.size).default_batch("cpu")
     rows = []
     for workers in args.workers:
@@ -120,7 +146,6 @@ def bench(args: argparse.Namespace, workload: Any) -> int:
     print(render_table(("workers", "page cache", "samples/s", "first batch s"),
                        [[str(r["workers"]), r["cache"], f"{r['samples_per_s']:.1f}",
                          f"{r['first_batch_s']:.2f}"] for r in rows]))
-    if args.json_file:
-        Path(args.json_file).write_text(json.dumps({"workload": workload.name, "size": args.size,
-                                                    "data": args.data, "rows": rows}, indent=1))
+    write_json(json_file, {"workload": workload.name, "size": args.size, "data": args.data,
+                           "rows": rows})
     return EXIT_OK

@@ -3,16 +3,21 @@ with --layers, per layer parameters, activations, FLOPs and data or model parall
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from harness.commands.arguments import positive_int, print_json
+from harness.commands.arguments import positive_int
+from harness.commands.options import add_json_option, json_replaces_text
 from harness.core.errors import EXIT_OK
 from harness.core.spec import SIZES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("workload", help="the workload to describe (dtbench list names them)")
+    from workloads import WORKLOADS
+
+    parser.add_argument("workload", help=f"the workload to describe: {', '.join(WORKLOADS)}, "
+                        "or torchvision:NAME (any torchvision classification model)")
     parser.add_argument("--size", default="full", choices=SIZES, help="workload preset")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(parser, "the description", bare_is_stdout=True)
     parser.add_argument("--layers", action="store_true",
                         help="per layer: parameters, activations, FLOPs, parallelism")
     parser.add_argument("--batch", type=positive_int, help="--layers: batch per node "
@@ -29,12 +34,11 @@ def command(args: argparse.Namespace) -> int:
     if is_external(args.workload):
         return external_command(args)
     info = get_workload(args.workload).describe(args.size)
-    if args.json:
-        print_json(info)
+    if json_replaces_text(args, info):
         return EXIT_OK
     target = info["target"]
     comparison = ">=" if target["higher_is_better"] else "<="
-    print(f"{info['workload']} ({info['size']}): {info['summary']}")
+    print(f"{info['workload']} ({info['size']}): {heading(info)}")
     print(f"  parameters        {info['parameters']:,}")
     print(f"  flops_per_sample  {info['flops_per_sample']:,} ({info['flops_per_sample'] / 1e9:.4g}"
           " GFLOP, forward+backward)")
@@ -59,6 +63,21 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def heading(info: dict[str, Any]) -> str:
+    """The workload's one-line summary for the size shown: the summary names the full preset's
+    input, so a smaller preset keeps the model's name and states its own input."""
+    if info["size"] == "full":
+        return str(info["summary"])
+    model = str(info["summary"]).split(", ", 1)[0]
+    if "tokens_per_sample" in info:
+        return (f"{model}, vocabulary {info['num_classes']:,}, {info['tokens_per_sample']:,} "
+                "tokens")
+    shape = list(info["input_shape"])
+    if len(shape) == 3:  # channels first, as the model reads it; the summary writes HxWxC
+        shape = [*shape[1:], shape[0]]
+    return f"{model}, {'x'.join(str(d) for d in shape)}, {info['num_classes']:,} classes"
+
+
 def external_command(args: argparse.Namespace) -> int:
     """A torchvision model's facts: what `predict` reads (it trains nowhere in dtbench)."""
     from workloads.external import build, model_name
@@ -73,8 +92,7 @@ def external_command(args: argparse.Namespace) -> int:
             "input_shape": list(shape), "num_classes": classes, "layers": len(layers),
             "notes": "facts for describe and predict only: dtbench trains its four seed "
                      "workloads"}
-    if args.json:
-        print_json(info)
+    if json_replaces_text(args, info):
         return EXIT_OK
     print(f"{info['workload']}: {info['notes']}")
     print(f"  parameters        {info['parameters']:,}")
@@ -104,10 +122,9 @@ def layers_command(args: argparse.Namespace) -> int:
                "ratio": gradient_to_activation_ratio(layer, batch, args.nodes),
                "parallelism": choose_parallelism(layer, batch, args.nodes)}
               for layer in layer_table(workload, args.size)]
-    if args.json:
-        print_json({"workload": getattr(workload, "name", workload), "size": args.size,
-                    "batch_per_node": batch,
-                    "nodes": args.nodes, "far_more": FAR_MORE, "layers": layers})
+    if json_replaces_text(args, {"workload": getattr(workload, "name", workload),
+                                 "size": args.size, "batch_per_node": batch,
+                                 "nodes": args.nodes, "far_more": FAR_MORE, "layers": layers}):
         return EXIT_OK
     rows = [[row["name"], row["kind"], f"{row['parameters']:,}",
              f"{row['activation_elements']:,}", f"{row['flops'] / 1e6:,.1f}",

@@ -5,31 +5,26 @@ doctor records side by side and names the ones that stand out."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from typing import Any
 
+from harness.commands.options import add_backend_option, add_output_options
 from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
-from harness.core.files import write_atomic
 from harness.core.text import one_line, render_table
 
 PRECISIONS = ("fp32", "bf16")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", "-b", default="auto",
-                        help="cpu, cuda or auto (the GPUs where torch sees them)")
+    add_backend_option(parser)
     parser.add_argument("--fleet", nargs="+", metavar="PATH",
                         help="compare the doctor records in these stores, machine folders, "
                         "record files or PostgreSQL URLs, each node against the fleet median; "
                         "exit 1 when a node stands out")
     parser.add_argument("--no-collectives", action="store_true",
                         help="leave out the collective checks between the node's ranks")
-    parser.add_argument("--out", default="results",
-                        help="store the doctor record here (default ./results)")
-    parser.add_argument("--json", dest="json_file", help="also write the record to this file")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_output_options(parser, "the doctor record")
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
@@ -182,7 +177,7 @@ def fleet_command(args: argparse.Namespace) -> int:
 def command(args: argparse.Namespace) -> int:
     if args.fleet:
         return fleet_command(args)
-    from harness.commands.arguments import check_json_target
+    from harness.commands.options import json_target, write_json
     from harness.records.record import new_run_id, utc_now
     from harness.run.doctor import verdict_of
     from harness.run.plan import best_backend
@@ -192,7 +187,7 @@ def command(args: argparse.Namespace) -> int:
     if backend not in ("cpu", "cuda"):
         raise UsageError(f"--backend {backend}: choose cpu, cuda or auto")
     store = open_writer(args.out)
-    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
+    json_file = json_target(args, store.root)
     store.ensure_writable()
     created = utc_now()
     run_id = new_run_id("doctor", created)
@@ -206,6 +201,5 @@ def command(args: argparse.Namespace) -> int:
     print(f"\n{verdict.upper()}: {counts['pass']} pass, {counts['warn']} warn, "
           f"{counts['fail']} fail ({time.perf_counter() - started:.0f} s); record in "
           f"{destination(store)}")
-    if json_target is not None:
-        write_atomic(json_target, json.dumps([record], indent=1) + "\n")
+    write_json(json_file, [record])
     return EXIT_FAILED if verdict == "fail" else EXIT_OK

@@ -2,23 +2,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 from harness.commands.arguments import percentage
+from harness.commands.options import add_json_option, add_record_paths, json_target, write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", default=["results"], metavar="PATH",
-                        help="record files, --json lists or stores (default: ./results)")
+    add_record_paths(parser)
     parser.add_argument("--metric", default="throughput",
                         help="the metric to follow (default throughput)")
-    parser.add_argument("-w", "--workload", action="append",
+    parser.add_argument("-w", "--workload", action="append", metavar="WORKLOAD",
                         help="only this workload (repeatable)")
-    parser.add_argument("--min-effect", type=percentage, default=5.0,
+    parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest step reported, in percent (default 5)")
-    parser.add_argument("--json", dest="json_file", help="also write the series and steps here")
+    add_json_option(parser, "the series and their steps")
     parser.add_argument("-o", "--output", metavar="FILE.html",
                         help="also write a page of trend plots with the change points marked")
 
@@ -33,6 +31,7 @@ def command(args: argparse.Namespace) -> int:
     from harness.store.sources import catalog_inputs
 
     page = check_output_file(args.output, "-o") if getattr(args, "output", None) else None
+    json_file = json_target(args)
     catalog = catalog_inputs(args.paths)
     rows = [row for row in catalog.rows if not args.workload or row.get("workload") in
             args.workload]
@@ -42,12 +41,10 @@ def command(args: argparse.Namespace) -> int:
         print(f"dtbench: warning: {clean_text(warning, 1000)}", file=sys.stderr)
     series = build_series(records, args.metric, args.min_effect / 100.0, ALPHA)
     sys.stdout.write(terminal_text(render(series), 2000))  # machine labels are records' text
-    if args.json_file:
-        write_atomic(Path(args.json_file), json.dumps([{
-            "machine": s.machine, "experiment": s.experiment, "metric": s.metric,
-            "points": [{"label": p.label, "when": p.when, "values": p.values}
-                       for p in s.points],
-            "steps": [step.as_dict() for step in s.steps]} for s in series], indent=1) + "\n")
+    write_json(json_file, [{
+        "machine": s.machine, "experiment": s.experiment, "metric": s.metric,
+        "points": [{"label": p.label, "when": p.when, "values": p.values} for p in s.points],
+        "steps": [step.as_dict() for step in s.steps]} for s in series])
     if page is not None:
         from harness.publish.trends import history_page, unit_of
 

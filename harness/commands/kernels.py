@@ -3,14 +3,17 @@ kernel, pass and algorithm, stored as it is made."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from harness.commands.arguments import check_json_target, non_negative_int
+from harness.commands.options import (
+    add_backend_option,
+    add_output_options,
+    add_threads_option,
+    json_target,
+    write_json,
+)
 from harness.core.errors import UsageError
-from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import PRECISIONS
 from harness.core.text import render_table
@@ -28,13 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options `dtbench kernels` shares with `dtbench run kernels`."""
     parser.add_argument("--precision", action="append", choices=PRECISIONS,
-                        help="repeatable; default fp32")
-    parser.add_argument("-b", "--backend", default="auto", help="cpu, cuda or auto")
-    parser.add_argument("--threads", type=non_negative_int, default=0,
-                        help="CPU threads (default: every usable core)")
-    parser.add_argument("--out", default="results", help="results store (default ./results)")
-    parser.add_argument("--json", dest="json_file", help="also write this run's records here")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+                        help="repeatable (default fp32)")
+    add_backend_option(parser)
+    add_threads_option(parser, per_rank=False)
+    add_output_options(parser, "the records")
 
 
 def _backend(name: str, precisions: list[str]) -> str:
@@ -85,7 +85,7 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
     precisions = list(dict.fromkeys(args.precision or ["fp32"]))
     backend = _backend(args.backend, precisions)
     store = open_writer(args.out)
-    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
+    json_file = json_target(args, store.root)
     store.ensure_writable()
     total = planned_steps(kernel_set.cases()) * len(precisions)
     progress = Progress(total, enabled=not args.quiet)
@@ -113,20 +113,15 @@ def run_kernels(kernel_set: KernelSet, args: argparse.Namespace) -> int:
                 store.add(record)
                 records.append(record)
     except Interrupted as stop:
-        _save(records, json_target)
+        write_json(json_file, records, allow_nan=False)
         stop.summary = (f"interrupted by {stop.signal_name} during kernel {len(records) + 1} "
                         f"of {total}: {len(records)} completed record(s) kept in "
                         f"{destination(store)}")
         raise
     print(summary(records))
-    _save(records, json_target)
+    write_json(json_file, records, allow_nan=False)
     print(f"records: {destination(store)}", file=sys.stderr)
     return 1 if any(record["status"] == "failed" for record in records) else 0
-
-
-def _save(records: list[dict[str, Any]], target: Path | None) -> None:
-    if target is not None:
-        write_atomic(target, json.dumps(records, indent=1, allow_nan=False) + "\n")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -152,5 +147,5 @@ def run_kernel_suite(name: str, kernels: dict[str, Any], args: argparse.Namespac
     kernel_args = argparse.Namespace(
         precision=options["precision"] or kernels["precision"], backend=backends[0],
         threads=options["threads"] or 0, out=args.out, json_file=args.json_file,
-        quiet=args.quiet)
+        json_stdout=getattr(args, "json_stdout", None), quiet=args.quiet)
     return run_kernels(get_set(kernels["set"]), kernel_args)

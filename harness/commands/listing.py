@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.arguments import print_json
+from harness.commands.options import add_json_option, json_replaces_text
 from harness.core.errors import EXIT_OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(parser, "the lists", bare_is_stdout=True)
 
 
 def _entries(registry: Any) -> list[dict[str, Any]]:
@@ -58,8 +58,7 @@ def command(args: argparse.Namespace) -> int:
                    for n in builtin_names()],
         "collectors": COLLECTORS.names(),
     }
-    if args.json:
-        print_json(data)
+    if json_replaces_text(args, data):
         return EXIT_OK
     print("workloads:")
     for w in data["workloads"]:

@@ -4,19 +4,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import non_negative_int, print_json
+from harness.commands.options import (
+    STDOUT,
+    add_backend_option,
+    add_json_option,
+    add_threads_option,
+    json_target,
+    write_json,
+)
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.spec import PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", "-b", default="auto",
-                        help="cpu, cuda or auto (the best available)")
+    add_backend_option(parser)
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
                         help="the GEMMs' precision (fp32 on CUDA allows TF32)")
-    parser.add_argument("--threads", type=non_negative_int, default=0,
-                        help="CPU threads (0: every usable core)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_threads_option(parser, per_rank=False)
+    add_json_option(parser, "the measurement", bare_is_stdout=True)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -33,10 +38,11 @@ def command(args: argparse.Namespace) -> int:
     if not availability.available:
         print(f"skipped: backend {backend}: {availability.reason}", file=sys.stderr)
         return EXIT_OK
+    json_file = json_target(args)
     result = measure_peak(backend, args.precision, args.threads)
     best = store_peak(result)
-    if args.json:
-        print_json(result.as_dict())
+    write_json(json_file, result.as_dict(), default=str)
+    if args.json_file == STDOUT:
         return EXIT_OK
     print(f"{backend} {result.device_name} {args.precision}, {result.threads} threads")
     for size, flops in result.per_size.items():

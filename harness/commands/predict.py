@@ -8,12 +8,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from harness.commands.arguments import int_list, positive_int
+from harness.commands.options import add_backend_option, add_json_option, json_target, write_json
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.spec import PRECISIONS, SIZES
 
@@ -29,7 +28,14 @@ def _rate(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", nargs="?", help="the workload to predict")
-    parser.add_argument("--strategy", action="append", help="repeatable (default ddp)")
+    from backends import COMM_BACKENDS
+    from harness.predict.costs import ALGORITHMS
+    from harness.predict.topology import TOPOLOGY_ALGORITHMS
+    from harness.strategies import STRATEGIES
+
+    parser.add_argument("--strategy", action="append", metavar="NAME",
+                        help=f"how the runs would be distributed: {', '.join(STRATEGIES)}; "
+                        "repeatable (default ddp)")
     parser.add_argument("--strategy-opt", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the strategy, as for dtbench run (repeatable)")
     parser.add_argument("--nodes", type=int_list, default=int_list(DEFAULT_NODES),
@@ -38,15 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "default: fitted from dtbench comm records")
     parser.add_argument("--topology", metavar="SPEC", help="devices=D,intra=LINK,inter=LINK"
                         "[,nics=K] or a JSON file: D devices a node (docs/guide/prediction.md)")
-    parser.add_argument("--algorithm", choices=("ring", "tree", "halving-doubling",
-                                                "hierarchical", "auto"),
+    parser.add_argument("--algorithm", choices=tuple(dict.fromkeys((*ALGORITHMS,
+                                                                     *TOPOLOGY_ALGORITHMS))),
                         help="collective algorithm (default ring; auto with --topology)")
-    parser.add_argument("--comm", default="gloo", choices=("gloo", "mpi", "nccl"),
+    parser.add_argument("--comm", default="gloo", choices=[c for c in COMM_BACKENDS
+                                                           if c != "none"],
                         help="backend whose comm records calibrate the network")
     parser.add_argument("--size", default="small", choices=SIZES, help="workload preset")
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS,
                         help="the precision whose calibration prices compute")
-    parser.add_argument("--backend", default="cpu", help="cpu or cuda: whose records calibrate")
+    add_backend_option(parser, auto=False, default="cpu",
+                       what="the compute backend whose records calibrate")
     parser.add_argument("--batch-size", type=positive_int, help="per rank (weak) or global "
                         "(strong); default: the calibration run's")
     parser.add_argument("--threads", type=positive_int, help="threads per rank to calibrate at")
@@ -76,26 +84,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", action="store_true", help="print the fits")
     parser.add_argument("--validate", nargs="+", metavar="PATH",
                         help="predict every measured multi-rank run in PATH")
-    parser.add_argument("--json", dest="json_file", help="write the prediction records here")
-    parser.add_argument("-o", "--output", help="report of the predictions (.html, .md, .csv)")
+    add_json_option(parser, "the prediction records (with --calibration: the fits)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="report of the predictions (.html, .md, .csv)")
 
 
 def command(args: argparse.Namespace) -> int:
-    from harness.core.files import check_output_file
-
-    json_target = check_output_file(args.json_file, "--json") if args.json_file else None
+    json_file = json_target(args)
     if args.calibration:
         return calibration_command(args)
     if args.validate:
-        return validate_command(args, json_target)
+        return validate_command(args, json_file)
     if args.validate_published is not None:
         from harness.predict.published import published_command
 
         return published_command(args.validate_published or None)
     if not args.workload:
-        raise UsageError("dtbench predict: give a WORKLOAD (or --calibration, or --validate "
-                         "PATH)")
-    return predict_command(args, json_target)
+        raise UsageError("give a WORKLOAD (or --calibration, or --validate PATH)")
+    return predict_command(args, json_file)
 
 
 def _calibrate_from(args: argparse.Namespace, default: list[str]) -> tuple[str, ...]:
@@ -220,8 +226,7 @@ def _write(records: list[dict[str, Any]], json_target: Any, target: Any,
            args: argparse.Namespace) -> None:
     from harness.core.files import write_atomic
 
-    if json_target is not None:
-        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+    write_json(json_target, records, allow_nan=False)
     if target is not None:
         from harness.report import choose_format, render
         from harness.store.sources import Loaded
@@ -251,8 +256,6 @@ def calibration_command(args: argparse.Namespace) -> int:
         raise UsageError(f"no dtbench comm or single-rank run records in "
                          f"{' '.join(args.calibrate_from or ['results'])}")
     if args.json_file:
-        from harness.core.files import write_atomic
-
         document = {"fits": [{**{k: getattr(fit, k) for k in (
             "comm", "op", "world_size", "link", "alpha", "beta", "r2", "sizes", "times",
             "run_ids")}, "residuals": fit.residuals} for fit in fits],
@@ -266,7 +269,7 @@ def calibration_command(args: argparse.Namespace) -> int:
                            **{k: getattr(o, k) for k in (
                                "strategy", "seconds", "strategy_step", "compute_step", "batch",
                                "threads", "run_ids")}} for key, o in overheads]}
-        write_atomic(Path(args.json_file), json.dumps(document, indent=1) + "\n")
+        write_json(json_target(args), document)
     print("alpha-beta fits, t = alpha + beta * bytes (least squares weighted by 1/t):")
     print(render_table(("comm", "op", "ranks", "link", "alpha us", "beta ns/B", "GB/s", "R2",
                         "worst residual", "sizes"), fit_table_rows(fits)))

@@ -8,12 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.commands.options import add_record_paths
+
 MARKER = ".dtbench-site"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="STORE",
-                        help="stores, record files or --json lists")
+    add_record_paths(parser, required=True, metavar="STORE")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="the site's directory: new, empty, or a site publish wrote "
                         "before (replaced whole)")

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import argparse
 
+from harness.commands.options import add_record_paths
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="*", default=["results"], metavar="PATH",
-                        help="record files, --json lists, stores or pytest-benchmark JSON "
-                        "(default: ./results)")
+    add_record_paths(parser)
     parser.add_argument("--format", choices=("md", "html", "csv"), default=None,
                         help="default: from the -o suffix, else md")
-    parser.add_argument("-o", "--output", help="write here instead of stdout")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     parser.add_argument("--by", choices=("machine",), default=None,
                         help="machine: rows of experiments, one column per machine")
     parser.add_argument("--reference", metavar="MACHINE",

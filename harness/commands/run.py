@@ -2,12 +2,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from harness.commands.arguments import check_json_target
+from harness.commands.options import (
+    LAUNCH_DESTS,
+    OUTPUT_DESTS,
+    add_launch_options,
+    add_output_options,
+    json_target,
+    regroup,
+    write_json,
+)
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
 from harness.core.fields import (
     RunField,
@@ -17,7 +24,6 @@ from harness.core.fields import (
     machine_name,
     option_keys,
 )
-from harness.core.files import write_atomic
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.records.provenance import Provenance
@@ -31,15 +37,11 @@ from harness.store.targets import destination, open_writer
 
 # The run options of the command line (launch options apart).
 CLI_RUN_KEYS = option_keys(RUN_FIELDS)
-# The command's own options: whether to run at all, where the records go and what they say.
+# The command's own options: whether to run at all and what the records say of the machine.
 COMMAND_FIELDS: tuple[RunField, ...] = (
     RunField("oversubscribe", ("--oversubscribe",), action="store_true", launch=True,
              help="run even when ranks x threads exceed 4x the usable cores or the estimated "
              "memory exceeds the machine's"),
-    RunField("out", ("--out",), default="results", help="results store (default ./results)",
-             launch=True, doc="the store (default `./results`): a directory, or a "
-             "`postgresql://USER@HOST:PORT/DB` URL ([stores](../guide/stores.md))"),
-    RunField("json_file", ("--json",), help="also write this run's records here", launch=True),
     RunField("machine", ("--machine",), metavar="NAME", launch=True, type=machine_name,
              help="name this machine in the records (default: its CPU's microarchitecture "
              "and cores)",
@@ -54,15 +56,16 @@ COMMAND_FIELDS: tuple[RunField, ...] = (
              "digit (another is exit 2)"),
     RunField("resume", ("--resume",), action="store_true", launch=True,
              help="skip runs that already have success records in the store"),
-    RunField("quiet", ("-q", "--quiet"), action="store_true", help="no progress display",
-             launch=True),
 )
 
 
 def run_options(spec: type[RunSpec] = RunSpec) -> tuple[RunField, ...]:
-    """Every option of `dtbench run`, in the order --help and docs/spec/command-line.md list
-    them: the run's fields, then the command's own."""
-    return (*run_fields(spec), *COMMAND_FIELDS)
+    """The options of `dtbench run` that its table in docs/spec/command-line.md lists, in the
+    order --help and the table give them: the run's fields, then the command's own; the output
+    and launch groups every command that stores records or starts ranks shares are apart
+    (harness/commands/options.py; the launch group is LaunchOptions' declaration)."""
+    shared = (*OUTPUT_DESTS, *LAUNCH_DESTS)
+    return tuple(f for f in (*run_fields(spec), *COMMAND_FIELDS) if f.name not in shared)
 
 
 def registry_choices() -> dict[str, list[str]]:
@@ -77,6 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser, spec: type[RunSpec] = RunSpec
     parser.add_argument("suite", nargs="?", default=None,
                         help="built-in suite name or TOML file (default: quick)")
     add_options(parser, run_options(spec), registry_choices())
+    add_launch_options(parser)
+    regroup(parser, "launch", ("launcher", "nproc", "nnodes"))
+    add_output_options(parser, "the records")
+    regroup(parser, "output", ("machine", "commit", "resume"))
 
 
 def strategy_opts(pairs: list[str] | None) -> dict[str, str] | None:
@@ -165,7 +172,7 @@ def command(args: argparse.Namespace) -> int:
     planned = plan_runs(suite, options)
     launch = launch_options(args)
     store = open_writer(args.out)
-    json_target = check_json_target(args.json_file, store.root) if args.json_file else None
+    json_file = json_target(args, store.root)
     _preflight_data([spec for spec, _ in planned])
     check_all([spec for spec, _ in planned], args.oversubscribe)
     store.ensure_writable()
@@ -186,13 +193,13 @@ def command(args: argparse.Namespace) -> int:
                 records.append(outcome.record)
     except Interrupted as stop:
         progress.end(f"interrupted by {stop.signal_name}")
-        _show_and_save(records, json_target)
+        _show_and_save(records, json_file)
         stop.summary = (f"interrupted by {stop.signal_name} during run {len(records) + 1} of "
                         f"{len(work)}: {len(records)} completed record(s) kept in "
                         f"{destination(store)}, the interrupted run left nothing; add --resume "
                         "to run the rest")
         raise
-    _show_and_save(records, json_target)
+    _show_and_save(records, json_file)
     if not records:
         print(f"node {runner.launch.node_rank}: ranks finished; node 0 writes the records"
               if work else "nothing to run: every planned run is already complete")
@@ -207,11 +214,10 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show_and_save(records: list[dict[str, Any]], json_target: Path | None) -> None:
+def _show_and_save(records: list[dict[str, Any]], json_file: Path | TextIO | None) -> None:
     """The summary table of the records made, and the --json file (also when interrupted)."""
     if records:
         print(summary_table(records))
         for line in precision_warnings(records):
             print(f"dtbench: warning: {line}", file=sys.stderr)
-    if json_target is not None:
-        write_atomic(json_target, json.dumps(records, indent=1, allow_nan=False) + "\n")
+    write_json(json_file, records, allow_nan=False)

@@ -19,11 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser,
                                     help="what to do (ACTION -h for its options)")
     actions.required = True
-    export = actions.add_parser("export", help="copy a server's records into a directory store")
+    export_help = "copy a server's records into a directory store"
+    export = actions.add_parser("export", help=export_help,
+                                description=f"dtbench store export: {export_help}.")
     export.add_argument("url", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
     export.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="the directory store to write (created if missing)")
-    imports = actions.add_parser("import", help="push a directory's records to a server")
+    import_help = "push a directory's records to a server"
+    imports = actions.add_parser("import", help=import_help,
+                                 description=f"dtbench store import: {import_help}.")
     imports.add_argument("directory", metavar="DIR",
                          help="a directory store (such as ./dtbench-pending) or record files")
     imports.add_argument("--to", required=True, metavar="URL", dest="url",

@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.commands.arguments import print_json
+from harness.commands.options import add_json_option, json_replaces_text
 from harness.core.errors import EXIT_OK
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(parser, "the fingerprint", bare_is_stdout=True)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -24,8 +24,7 @@ def command(args: argparse.Namespace) -> int:
                           **(cls().info() if availability.available else {})}
     data = {"harness": harness_info(), "machine": machine_info(), "software": software_info(),
             "backends": backends}
-    if args.json:
-        print_json(data)
+    if json_replaces_text(args, data):
         return EXIT_OK
     for section, values in data.items():
         print(f"{section}:")

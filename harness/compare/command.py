@@ -12,10 +12,9 @@ EXIT_NOTHING_COMPARED and says why.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from harness.compare.matching import spec_differences
 from harness.compare.rows import Comparison, compare_records
@@ -25,9 +24,8 @@ from harness.core.errors import (
     EXIT_OK,
     UsageError,
 )
-from harness.core.files import check_output_file, write_atomic
 from harness.core.machine_load import is_busy
-from harness.core.outputs import clean_text, terminal_text
+from harness.core.outputs import clean_text, json_output, terminal_text, write_json
 from harness.store.sources import load_inputs
 from harness.store.url import is_store_url, redact
 
@@ -130,9 +128,8 @@ def trajectory_command(args: argparse.Namespace) -> int:
     b = only_trajectory(load_all(args.candidate), shown(args.candidate))
     found = compare_trajectories(a, b, args.tolerance)
     print(terminal_text(found.render(shown(args.baseline), shown(args.candidate))))
-    if args.json_file:
-        write_atomic(check_output_file(args.json_file, "--json"),
-                     json.dumps(found.as_dict(), indent=1) + "\n")
+    write_json(json_output(args.json_file, getattr(args, "json_stdout", None)),
+               found.as_dict())
     return EXIT_OK if found.same else EXIT_FAILED
 
 
@@ -174,22 +171,21 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
         selection.noise
 
 
-def _all_failed(failures: list[str], threshold: float, target: Path | None) -> int:
+def _all_failed(failures: list[str], threshold: float, target: Path | TextIO | None) -> int:
     """A candidate with no successful run: the gate fails (exit 1), naming each failed run;
     nothing is left to compare against the baseline."""
     comparison = Comparison(threshold, [], [], [], [], failed_runs=failures)
     for failure in failures:
         print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
     print(comparison.summary())
-    if target is not None:
-        write_atomic(target, json.dumps(comparison.as_dict(), indent=1) + "\n")
+    write_json(target, comparison.as_dict())
     return EXIT_FAILED
 
 
 def command(args: argparse.Namespace) -> int:
     if getattr(args, "trajectory", False):
         return trajectory_command(args)
-    target = check_output_file(args.json_file, "--json") if args.json_file else None
+    target = json_output(args.json_file, getattr(args, "json_stdout", None))
     match_on = parse_match_on(getattr(args, "match_on", None))
     if not is_store_url(args.baseline) and not Path(args.baseline).exists():
         raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
@@ -229,8 +225,7 @@ def command(args: argparse.Namespace) -> int:
           end="" if getattr(args, "format", None) == "md" else "\n")
     if target is not None:
         try:
-            write_atomic(target, json.dumps(comparison.as_dict(), indent=1, allow_nan=False)
-                         + "\n")
+            write_json(target, comparison.as_dict(), allow_nan=False)
         except OSError as exc:
             raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
     for failure in comparison.failed_runs:

@@ -225,7 +225,8 @@ def field_defaults(fields: Sequence[RunField]) -> dict[str, Any]:
             if f.spec_name is not None and f.field_default is not MISSING}
 
 
-def add_options(parser: argparse.ArgumentParser, fields: Sequence[RunField],
+def add_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                fields: Sequence[RunField],
                 choices: Mapping[str, Sequence[str]] | None = None) -> None:
     """Every field with flags as an option of `parser`, in declared order; `choices` gives the
     names of an option whose registry lives above this layer (comm, launcher)."""

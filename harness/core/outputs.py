@@ -12,13 +12,18 @@ a CI artifact, a server every runner writes), so its text is never written as it
 - HTML: the terminal's text, escaped (the report's pages also forbid scripts by CSP).
 
 Each cuts a field to FIELD_LIMIT characters (or the limit the caller states) with an ellipsis.
+
+And where `--json` writes, the same for every command: a file, or stdout for `-` (json_output).
 """
 from __future__ import annotations
 
+import json
 import re
+import sys
 import unicodedata
 from collections.abc import Callable, Iterable
 from html import escape
+from pathlib import Path
 from typing import Any, TextIO
 
 FIELD_LIMIT = 500
@@ -162,3 +167,32 @@ class _FilteredBuffer:
 def terminal_stream(stream: TextIO) -> FilteredStream:
     """`stream` passing only what terminal_stream_text lets through."""
     return FilteredStream(stream, terminal_stream_text)
+
+
+JSON_STDOUT = "-"
+
+
+def json_output(given: str | None, stdout: TextIO | None = None) -> Path | TextIO | None:
+    """Where `--json` writes, checked before any work: None without it, `stdout` (the real one,
+    where the command's text was moved to stderr) for `-`, else a file in a writable folder."""
+    from harness.core.files import check_output_file
+
+    if given is None:
+        return None
+    if given == JSON_STDOUT:
+        return stdout or sys.stdout
+    return check_output_file(given, "--json")
+
+
+def write_json(target: Path | TextIO | None, data: Any, **dumps: Any) -> None:
+    """`data` as JSON, indented one space, to a --json target (a file replaced atomically)."""
+    if target is None:
+        return
+    from harness.core.files import write_atomic
+
+    text = json.dumps(data, indent=1, **dumps) + "\n"
+    if isinstance(target, Path):
+        write_atomic(target, text)
+    else:
+        target.write(text)
+        target.flush()

@@ -310,20 +310,20 @@ class LaunchOptions:
     launched from any node). Declared like RunSpec's fields: `dtbench run` takes each as an
     option, and an option not given leaves the default written here."""
 
-    node_rank: int = declare(0, "--node-rank", type=non_negative_int,
+    node_rank: int = declare(0, "--node-rank", type=non_negative_int, metavar="K",
                              help="this node's rank in a torchrun-style multi-node run (default "
                              "{default})")
-    master_addr: str | None = declare(None, "--master-addr",
+    master_addr: str | None = declare(None, "--master-addr", metavar="HOST",
                                       help="the rendezvous host of a multi-node run (default "
                                       "127.0.0.1)")
-    master_port: int = declare(0, "--master-port", type=positive_int,
+    master_port: int = declare(0, "--master-port", type=positive_int, metavar="PORT",
                                help="the rendezvous port (default: a free one)")
-    hostfile: str | None = declare(None, "--hostfile",
+    hostfile: str | None = declare(None, "--hostfile", metavar="FILE",
                                    help="mpirun's host file for a multi-node MPI run")
-    rank_timeout: float = declare(120.0, "--rank-timeout", type=positive_int,
+    rank_timeout: float = declare(120.0, "--rank-timeout", type=positive_int, metavar="S",
                                   help="seconds without progress before a rank counts as hung "
                                   "(default {default})")
-    comm_timeout: float = declare(600.0, "--comm-timeout", type=positive_int,
+    comm_timeout: float = declare(600.0, "--comm-timeout", type=positive_int, metavar="S",
                                   help="seconds an NCCL collective may wait before NCCL's "
                                   "watchdog aborts the rank (default {default}, torch's); gloo "
                                   "and MPI ranks wait --rank-timeout")

@@ -543,5 +543,5 @@ def test_comm_with_bad_sizes_exits_2_with_one_line(capsys: pytest.CaptureFixture
                                                    sizes: str) -> None:
     assert main(["comm", "--sizes", sizes]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("dtbench: error: --sizes") and err.count("\n") == 1
+    assert err.startswith("dtbench comm: error: --sizes") and err.count("\n") == 1
     assert "Traceback" not in err

@@ -220,6 +220,6 @@ def test_a_malformed_server_url_is_a_usage_error(url: str, tmp_path: Path,
     monkeypatch.chdir(tmp_path)
     assert main(["run", "-w", "hep_cnn", "--size", "tiny", "--out", url, "-q"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("dtbench: error: store postgresql://u:***@") and err.count("\n") == 1
+    assert err.startswith("dtbench run: error: store postgresql://u:***@") and err.count("\n") == 1
     assert not (tmp_path / "dtbench-pending").exists()
     assert json.dumps(err).find("pw@") == -1

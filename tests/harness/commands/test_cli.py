@@ -1,7 +1,9 @@
-"""Bad usage and bad input: exit 2, one `dtbench: error:` line, no traceback, nothing written."""
+"""Bad usage and bad input: exit 2, one `dtbench COMMAND: error:` line, no traceback, nothing
+written."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +53,10 @@ BAD_INPUTS = [
      "does not exist"),
     ("json is a directory", ["run", "-w", "lstm", "--json", "adir"], "is a directory"),
     ("unknown subcommand", ["frobnicate"], "invalid choice: 'frobnicate'"),
-    ("no subcommand", [], "required"),
     ("unknown option", ["run", "--turbo"], "unrecognized arguments"),
     ("describe unknown workload", ["describe", "vgg16"], "unknown workload 'vgg16'"),
     ("describe unknown size", ["describe", "lstm", "--size", "huge"], "invalid choice"),
-    ("peak unknown backend", ["peak", "--backend", "tpu"], "unknown backend 'tpu'"),
+    ("peak unknown backend", ["peak", "--backend", "tpu"], "invalid choice: 'tpu'"),
     ("peak precision the backend lacks", ["peak", "--backend", "cpu", "--precision", "fp16"],
      "has no fp16"),
     ("unknown compression", ["run", "-w", "lstm", "--compression", "zip"], "invalid choice"),
@@ -71,7 +72,7 @@ BAD_INPUTS = [
     ("comm range not powers of two", ["comm", "--sizes", "3K:64M"], "not a power of two"),
     ("comm unknown collective", ["comm", "--op", "gather"], "unknown collective 'gather'"),
     ("comm zero iterations", ["comm", "--iters", "0"], "--iters"),
-    ("comm several rank counts", ["comm", "-n", "1,2"], "one -n value"),
+    ("comm several rank counts", ["comm", "-n", "1,2"], "takes one rank count"),
     ("report missing path", ["report", "absent_dir"], "absent_dir: no such file"),
     ("report unknown format", ["report", "--format", "pdf"], "invalid choice: 'pdf'"),
     ("report into a missing directory", ["report", "foreign.json", "-o", "nowhere/r.md"],
@@ -125,11 +126,16 @@ def with_out(arguments: list[str], store: Path) -> list[str]:
     return arguments
 
 
+# One prefix: the program (with the command where one was named), then `error:`, once.
+ERROR_LINE = re.compile(r"^dtbench( [a-z]+)?: error: ")
+
+
 def check_one_error_line(stderr: str, fragment: str) -> None:
     assert "Traceback" not in stderr
     lines = stderr.splitlines()
     assert len(lines) == 1, stderr
-    assert lines[0].startswith("dtbench: error: ")
+    assert ERROR_LINE.match(lines[0]), lines[0]
+    assert lines[0].count("error:") == 1 and "error: dtbench " not in lines[0], lines[0]
     assert fragment in lines[0]
 
 

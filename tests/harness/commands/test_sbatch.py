@@ -1,4 +1,4 @@
-"""sbatch script generation (harness/commands/sbatch.py): the #SBATCH lines, the command, the checks.
+"""sbatch script generation (harness/commands/sbatch.py): its #SBATCH lines, command, checks.
 
 Submitting a generated script to a real one-node cluster is in
 tests/distributed/test_slurm.py (`sbatch --wait`).
@@ -170,7 +170,7 @@ def test_command_prints_the_script(capsys: pytest.CaptureFixture[str]) -> None:
 def test_command_writes_an_executable_file(tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "job.sh"
-    args = cli("quick", "-o", str(target), "--time", "30", "--partition", "debug",
+    args = cli("quick", "--script", str(target), "--time", "30", "--partition", "debug",
                "--run=-q", "--log", "out-%j.txt")
     assert command(args) == 0
     assert target.stat().st_mode & 0o111
@@ -182,11 +182,21 @@ def test_command_writes_an_executable_file(tmp_path: Path,
 
 def test_command_bad_output_and_run_options_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
-        command(cli("quick", "-o", str(tmp_path / "nope" / "job.sh")))
+        command(cli("quick", "--script", str(tmp_path / "nope" / "job.sh")))
     with pytest.raises(UsageError, match="is a directory"):
-        command(cli("quick", "-o", str(tmp_path)))
+        command(cli("quick", "--script", str(tmp_path)))
     with pytest.raises(UsageError, match="--run"):
         command(cli("quick", "--run", "--size 'tiny"))
+
+
+def test_the_older_output_spelling_still_writes_the_script(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-o/--output named the script before --script; it still does, with a note."""
+    for flag in ("-o", "--output"):
+        target = tmp_path / f"job{flag}.sh"
+        assert command(cli("quick", flag, str(target))) == 0
+        assert target.read_text().startswith("#!/bin/bash")
+        assert f"{flag} is deprecated; write --script" in capsys.readouterr().err
 
 
 def test_a_store_url_with_a_password_never_lands_in_the_script() -> None:

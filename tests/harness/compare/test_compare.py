@@ -361,7 +361,7 @@ def test_side_without_readable_records_is_bad_usage(tmp_path: Path, baseline: st
     broken.write_text("not json")
     assert main(["compare", baseline, str(broken)]) == 2
     err = capsys.readouterr().err
-    assert err.count("dtbench: error:") == 1 and str(broken) in err.splitlines()[-1]
+    assert err.count("dtbench compare: error:") == 1 and str(broken) in err.splitlines()[-1]
 
 
 def test_different_machines_warn_but_pass(tmp_path: Path,
@@ -389,7 +389,7 @@ def test_missing_path_is_one_line_exit_2(baseline: str, tmp_path: Path,
 def test_bad_threshold_is_exit_2(baseline: str, threshold: str,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", baseline, baseline, "--threshold", threshold]) == 2
-    assert capsys.readouterr().err.startswith("dtbench: error:")
+    assert capsys.readouterr().err.startswith("dtbench compare: error:")
 
 
 def test_json_is_written_without_nan(tmp_path: Path, baseline: str) -> None:

@@ -184,7 +184,7 @@ def test_no_records_is_bad_input_like_compare(tmp_path: Path,
     (tmp_path / "junk" / "x.json").write_text("{not json")
     code, out, err = report(capsys, str(tmp_path / "empty"))
     assert code == 2 and out == ""
-    assert err.startswith("dtbench: error: no records in") and "\n" not in err.strip()
+    assert err.startswith("dtbench report: error: no records in") and "\n" not in err.strip()
     code, out, err = report(capsys, str(tmp_path / "junk"), "-o", str(tmp_path / "r.md"))
     assert code == 2 and "1 file(s) skipped" in err
     assert not (tmp_path / "r.md").exists()
@@ -194,7 +194,7 @@ def test_missing_input_is_a_usage_error(tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = report(capsys, str(tmp_path / "nowhere"))
     assert code == 2 and out == ""
-    assert err.startswith("dtbench: error:") and err.count("\n") == 1
+    assert err.startswith("dtbench report: error:") and err.count("\n") == 1
 
 
 # --- CSV --------------------------------------------------------------------------------------
@@ -426,7 +426,7 @@ def test_output_into_a_missing_directory_is_a_usage_error(
     target = tmp_path / "missing" / "report.md"
     code, out, err = report(capsys, str(store), "-o", str(target))
     assert code == 2 and out == ""
-    assert err.startswith("dtbench: error: -o") and err.count("\n") == 1
+    assert err.startswith("dtbench report: error: -o") and err.count("\n") == 1
     assert not target.parent.exists()
 
 

@@ -1,0 +1,176 @@
+"""Options several commands take, declared once: where the output goes (`--out STORE`,
+`--json FILE`, `-q`), how ranks start (the launch group), CPU threads, and the records a reading
+command takes. Each is an argparse argument group, so every command's `--help` shows it under
+the same heading with the same words; a second hand-written copy is where they drift apart.
+
+`--json FILE` means one thing everywhere: write the command's JSON to FILE; `--json -` writes
+it to stdout, and whatever the command prints as text goes to stderr meanwhile (`json_owns_
+stdout`), so stdout stays one JSON document a pipe can read."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.core.fields import add_options, declared_fields, non_negative_int, positive_int
+from harness.core.outputs import JSON_STDOUT as STDOUT
+from harness.core.outputs import json_output
+from harness.core.outputs import write_json as write_json
+from harness.core.spec import LaunchOptions
+
+# The dests of the shared groups: a command whose other options come from a field table
+# (`run`) leaves these out of it and takes them from here.
+OUTPUT_DESTS = ("out", "json_file", "quiet")
+LAUNCH_DESTS = tuple(f.name for f in declared_fields(LaunchOptions))
+DEFAULT_STORE = "results"
+RECORD_PATHS_HELP = ("record files, --json lists, stores (directories or postgresql:// URLs) "
+                     "or pytest-benchmark JSON")
+Container = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+class JsonOption(argparse.Action):
+    """`--json FILE`; with `bare_is_stdout`, the older bare `--json` (JSON on stdout) still
+    works, with a note on stderr that names the spelling that replaces it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str,
+                 bare_is_stdout: bool = False, **kwargs: Any) -> None:
+        if bare_is_stdout:
+            kwargs["nargs"] = "?"
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if values is None:
+            print(f"{parser.prog}: note: a bare --json is deprecated; write --json - (JSON on "
+                  "stdout) or --json FILE", file=sys.stderr)
+            values = STDOUT
+        setattr(namespace, self.dest, values)
+
+
+class RenamedOption(argparse.Action):
+    """An older spelling that still works: it sets the new option's dest, with a note on
+    stderr that names the new spelling (`renamed_to`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, renamed_to: str = "",
+                 **kwargs: Any) -> None:
+        self.renamed_to = renamed_to
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"{parser.prog}: note: {option_string} is deprecated; write {self.renamed_to}",
+              file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_json_option(container: Container, what: str, *, bare_is_stdout: bool = False,
+                    dest: str = "json_file") -> None:
+    """`--json FILE`: `what` names what the JSON holds ("the records")."""
+    container.add_argument("--json", dest=dest, metavar="FILE", action=JsonOption,
+                           bare_is_stdout=bare_is_stdout,
+                           help=f"write {what} as JSON to FILE; - for stdout")
+
+
+def add_output_options(parser: argparse.ArgumentParser, what: str = "the records", *,
+                       quiet: bool = True, title: str = "output",
+                       json_dest: str = "json_file") -> argparse._ArgumentGroup:
+    """The output group of a command that stores records: --out, --json and -q."""
+    group = parser.add_argument_group(title)
+    group.add_argument("--out", default=DEFAULT_STORE, metavar="STORE",
+                       help="the store the records go to: a directory or a "
+                            "postgresql://USER@HOST:PORT/DB URL")
+    add_json_option(group, what, dest=json_dest)
+    if quiet:
+        group.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    return group
+
+
+def add_launch_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Where a multi-node run's ranks meet and how long they may be silent: the options of
+    `run` and `comm` that say how ranks start, not what is measured. They are LaunchOptions'
+    declared fields (harness/core/spec.py): flag, help and default written there once."""
+    group = parser.add_argument_group("launch")
+    add_options(group, declared_fields(LaunchOptions))
+    return group
+
+
+def add_backend_option(container: Container, *, auto: bool = True, default: str = "auto",
+                       what: str = "the compute backend") -> None:
+    """-b/--backend: a compute backend of the registry (backends/), or auto, the best one
+    available here."""
+    from backends import COMPUTE_BACKENDS
+
+    names = (*COMPUTE_BACKENDS, "auto") if auto else tuple(COMPUTE_BACKENDS)
+    container.add_argument("-b", "--backend", default=default, choices=names,
+                           help=what + ("; auto: the best available here" if auto else ""))
+
+
+def add_threads_option(container: Container, *, per_rank: bool) -> None:
+    """--threads: per rank for commands that start ranks (default 1), else of the one process
+    (default 0: every usable core)."""
+    if per_rank:
+        container.add_argument("--threads", type=positive_int, metavar="N",
+                               help="CPU threads per rank (default 1)")
+    else:
+        container.add_argument("--threads", type=non_negative_int, default=0, metavar="N",
+                               help="CPU threads (default 0: every usable core)")
+
+
+def add_record_paths(parser: argparse.ArgumentParser, *, required: bool = False,
+                     metavar: str = "PATH") -> None:
+    """The records a reading command takes: record files, --json lists and stores."""
+    if required:
+        parser.add_argument("paths", nargs="+", metavar=metavar, help=RECORD_PATHS_HELP)
+    else:
+        parser.add_argument("paths", nargs="*", default=[DEFAULT_STORE], metavar=metavar,
+                            help=f"{RECORD_PATHS_HELP} (default: ./{DEFAULT_STORE})")
+
+
+def regroup(parser: argparse.ArgumentParser, title: str, dests: Sequence[str]) -> None:
+    """Show options already declared (by a field table such as `run`'s) under `title` in
+    --help; parsing is unchanged, only the heading they are listed under."""
+    group = next((g for g in parser._action_groups if g.title == title), None) \
+        or parser.add_argument_group(title)
+    for action in parser._actions:
+        if action.dest in dests:
+            for container in parser._action_groups:
+                if action in container._group_actions:
+                    container._group_actions.remove(action)
+            group._group_actions.append(action)
+
+
+@contextmanager
+def json_owns_stdout(args: argparse.Namespace) -> Iterator[None]:
+    """With `--json -` the JSON is stdout's: the command's text goes to stderr while it runs,
+    and `json_target` hands the real stdout to the JSON writer."""
+    if getattr(args, "json_file", None) != STDOUT:
+        yield
+        return
+    args.json_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = args.json_stdout
+
+
+def json_target(args: argparse.Namespace, store_root: Path | None = None
+                ) -> Path | TextIO | None:
+    """Where --json writes, checked before any work: None without --json, stdout for `-`, else
+    a file whose directory exists (or is the store `store_root` about to be created)."""
+    from harness.commands.arguments import check_json_target
+
+    given = getattr(args, "json_file", None)
+    if given is not None and given != STDOUT and store_root is not None:
+        return check_json_target(given, store_root)
+    return json_output(given, getattr(args, "json_stdout", None))
+
+
+def json_replaces_text(args: argparse.Namespace, data: Any) -> bool:
+    """For a command whose JSON is its text in another form (list, describe, sysinfo, peak):
+    write `data` to the --json target; True where that was stdout, so no text follows."""
+    write_json(json_target(args), data, default=str)
+    return getattr(args, "json_file", None) == STDOUT
