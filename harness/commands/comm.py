@@ -23,7 +23,7 @@ from harness.machine.fingerprint import (
     with_nodes,
 )
 from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
-from harness.records.record import Metric, build_record, new_run_id, utc_now
+from harness.records.record import Metric, build_record, measured, new_run_id, utc_now
 from harness.run.guard import check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
@@ -69,10 +69,10 @@ def _records(spec: CommSpec, results: list[CommResult], status: str, error: str 
             per_size = [{"bytes": r.bytes, "time_s": r.time_s, "algbw": r.algbw,
                          "busbw": r.busbw} for r in rows]
             metrics = [
-                Metric("busbw", "GB/s", largest.busbw, True, samples=largest.samples_busbw,
-                       extra={"bytes": largest.bytes, "per_size": per_size}),
-                Metric("algbw", "GB/s", largest.algbw, True, extra={"bytes": largest.bytes}),
-                Metric("latency", "s", smallest.time_s, False, extra={"bytes": smallest.bytes}),
+                measured("busbw", largest.busbw, samples=largest.samples_busbw,
+                         extra={"bytes": largest.bytes, "per_size": per_size}),
+                measured("algbw", largest.algbw, extra={"bytes": largest.bytes}),
+                measured("latency", smallest.time_s, extra={"bytes": smallest.bytes}),
             ]
         spec_dict = {**spec.as_dict(), "op": op, "workload": f"comm-{op}", "size": "-",
                      "precision": "fp32", "env": performance_env()}

@@ -110,13 +110,13 @@ def node_checks(args: argparse.Namespace, backend: str, run_id: str) -> list[Any
 def doctor_record(checks: list[Any], backend: str, run_id: str, created: Any) -> dict[str, Any]:
     from harness.core.spec import performance_env
     from harness.machine.fingerprint import harness_info, machine_info, software_info
-    from harness.records.record import Metric, build_record
+    from harness.records.record import build_record, measured
     from harness.run.doctor import verdict_of
 
-    metrics = [Metric(f"doctor_{check.name}", check.unit, float(check.value),
-                      bool(check.higher_is_better),
-                      extra={"verdict": check.verdict, "expected": check.expected,
-                             "reason": check.reason, "group": check.group})
+    metrics = [measured(f"doctor_{check.name}", float(check.value), unit=check.unit,
+                        higher_is_better=bool(check.higher_is_better),
+                        extra={"verdict": check.verdict, "expected": check.expected,
+                               "reason": check.reason, "group": check.group})
                for check in checks if check.measured]
     verdict = verdict_of(checks)
     spec = {"task": "doctor", "workload": "doctor", "size": "-", "precision": "-",

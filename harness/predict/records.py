@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.predict.context import Context
 from harness.predict.model import Point, strategy_class
-from harness.records.record import Metric, build_record
+from harness.records.record import Metric, build_record, measured
 
 MODEL_VERSION = 1
 EPOCH = "1970-01-01T00:00:00Z"
@@ -100,33 +100,31 @@ def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
         return []
     step = estimate.step_time
     metrics = [
-        Metric("step_time", "s", step, False),
-        Metric("throughput", "samples/s", estimate.throughput, True),
-        Metric("scaling_efficiency", "1", point.efficiency, True,
-               extra={"kind": ctx.scaling, "world_size": point.nodes,
-                      "definition": "throughput_N / (N x throughput_1), throughput_1 the "
-                                    "calibrated single-rank rate"}),
-        Metric("flops_per_sample", "FLOP", float(ctx.facts.flops_per_sample), False),
-        Metric("achieved_flops", "FLOP/s", ctx.facts.flops_per_sample * estimate.throughput,
-               True),
-        Metric("compute_time", "s", estimate.compute_time, False),
-        Metric("comm_time", "s", estimate.comm_time, False,
-               extra={"by_collective": dict(estimate.comm)}),
-        Metric("comm_share", "1", estimate.exposed_comm / step if step > 0 else 0.0, False,
-               extra={"meaning": "share of the step not covered by compute"}),
-        Metric("comm_bytes", "bytes", sum(estimate.volumes.values()), False),
-        Metric("rank_wait", "s", point.wait, False,
-               extra={"meaning": "what waiting for the slowest synchronous rank adds to the "
-                                 "step", "spread": ctx.compute.spread}),
+        measured("step_time", step),
+        measured("throughput", estimate.throughput),
+        measured("scaling_efficiency", point.efficiency,
+                 extra={"kind": ctx.scaling, "world_size": point.nodes,
+                        "definition": "throughput_N / (N x throughput_1), throughput_1 the "
+                                      "calibrated single-rank rate"}),
+        measured("flops_per_sample", float(ctx.facts.flops_per_sample)),
+        measured("achieved_flops", ctx.facts.flops_per_sample * estimate.throughput),
+        measured("compute_time", estimate.compute_time),
+        measured("comm_time", estimate.comm_time, extra={"by_collective": dict(estimate.comm)}),
+        measured("comm_share", estimate.exposed_comm / step if step > 0 else 0.0,
+                 extra={"meaning": "share of the step not covered by compute"}),
+        measured("comm_bytes", sum(estimate.volumes.values())),
+        measured("rank_wait", point.wait,
+                 extra={"meaning": "what waiting for the slowest synchronous rank adds to the "
+                                   "step", "spread": ctx.compute.spread}),
     ]
-    metrics += [Metric(f"comm_bytes_{kind}", "bytes", value, False)
+    metrics += [measured(f"comm_bytes_{kind}", value)
                 for kind, value in estimate.volumes.items()]
     if estimate.bubble is not None:
-        metrics.append(Metric("bubble_fraction", "1", estimate.bubble, False))
+        metrics.append(measured("bubble_fraction", estimate.bubble))
     if estimate.overhead > 0:
-        metrics.append(Metric("strategy_overhead", "s", estimate.overhead, False,
-                              extra={"meaning": "the strategy's own per-step work, measured "
-                                                "by a single-rank run of it"}))
+        metrics.append(measured("strategy_overhead", estimate.overhead,
+                                extra={"meaning": "the strategy's own per-step work, measured "
+                                                  "by a single-rank run of it"}))
     return metrics
 
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from harness.records.record import Metric
+from harness.records.record import Metric, measured
 
 THROUGHPUT_AGGREGATION = "global_batch / median step_time"
 
@@ -34,8 +34,7 @@ def step_time_metric(times: Sequence[float], step: float | None = None,
     """step_time: the median of the per-step times (or `step` where only a summary exists),
     the times kept as its samples."""
     value = statistics.median(times) if step is None else step
-    return Metric("step_time", "s", value, higher_is_better=False,
-                  samples=list(times) or None, extra=extra)
+    return measured("step_time", value, samples=list(times) or None, extra=extra)
 
 
 def throughput_metric(global_batch: int, times: Sequence[float], step: float | None = None,
@@ -43,7 +42,7 @@ def throughput_metric(global_batch: int, times: Sequence[float], step: float | N
     """throughput: global_batch / the median step time, in samples/s; each step's rate is a
     sample."""
     median = statistics.median(times) if step is None else step
-    return Metric("throughput", "samples/s", global_batch / median, higher_is_better=True,
-                  samples=[global_batch / t for t in times if t > 0] or None,
-                  extra={"global_batch": global_batch, "aggregation": THROUGHPUT_AGGREGATION,
-                         **(extra or {})})
+    return measured("throughput", global_batch / median,
+                    samples=[global_batch / t for t in times if t > 0] or None,
+                    extra={"global_batch": global_batch, "aggregation": THROUGHPUT_AGGREGATION,
+                           **(extra or {})})

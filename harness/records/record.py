@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.core.errors import SchemaError
 from harness.core.files import RefusedFile, read_regular
+from harness.core.metrics import metric_info
 from harness.core.stats import Stats
 from harness.core.text import one_line
 from harness.records.schema import first_violation, shown
@@ -52,6 +53,25 @@ class Metric:
                 data["warnings"] = warnings
         data.update(self.extra)
         return data
+
+
+def measured(name: str, value: float | None, *, samples: list[float] | None = None,
+             extra: dict[str, Any] | None = None, unit: str | None = None,
+             higher_is_better: bool | None = None) -> Metric:
+    """A metric with the unit and direction the catalogue (harness/core/metrics.py) declares
+    for `name`; `unit` and `higher_is_better` only where the catalogue leaves them to each
+    record (a quality target's). An uncatalogued name raises: a new metric is declared there
+    first, so that compare, report and the docs know it."""
+    info = metric_info(name)
+    if info is None:
+        raise KeyError(f"metric {name!r} is not in the catalogue (harness/core/metrics.py)")
+    unit = info.unit if info.unit is not None else unit
+    direction = info.higher_is_better if info.better is not None else higher_is_better
+    if unit is None or direction is None:
+        raise ValueError(f"metric {name!r}: its records state the unit and direction; "
+                         "pass them")
+    return Metric(name, unit, value, higher_is_better=direction, samples=samples,
+                  extra=extra if extra is not None else {})
 
 
 def finite_json(value: Any) -> Any:

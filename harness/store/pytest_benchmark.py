@@ -17,7 +17,7 @@ from typing import Any
 from harness.core.errors import SchemaError
 from harness.core.text import one_line
 from harness.records.definitions import step_time_metric, throughput_metric
-from harness.records.record import Metric, build_record, check_record
+from harness.records.record import Metric, build_record, check_record, measured
 
 SOURCE_KIND = "pytest-benchmark"
 UNKNOWN = "unknown"
@@ -147,12 +147,11 @@ def _metrics(stats: dict[str, Any], extra_info: dict[str, Any], batch: int | Non
     metrics.append(throughput)
     flops = extra_info.get("flops_per_sample")
     if isinstance(flops, (int, float)) and not isinstance(flops, bool) and flops > 0:
-        metrics.append(Metric("flops_per_sample", "FLOP", float(flops), higher_is_better=False,
-                              extra={"method": "torch.utils.flop_counter on the meta device, "
-                                     "fwd+bwd"}))
-        metrics.append(Metric("achieved_flops", "FLOP/s", flops * throughput.value,
-                              higher_is_better=True,
-                              samples=[flops * s for s in throughput.samples or []] or None))
+        metrics.append(measured("flops_per_sample", float(flops),
+                                extra={"method": "torch.utils.flop_counter on the meta device, "
+                                       "fwd+bwd"}))
+        metrics.append(measured("achieved_flops", flops * throughput.value,
+                                samples=[flops * s for s in throughput.samples or []] or None))
     return metrics
 
 

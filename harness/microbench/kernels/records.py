@@ -28,6 +28,7 @@ from harness.microbench.kernels.roofline import (
 from harness.microbench.kernels.runner import Measurement, Roofs
 from harness.microbench.kernels.sets import KernelSet
 from harness.records.record import Metric, build_record
+from harness.records.record import measured as catalogued
 
 REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
               "lstm": "torch.lstm_cell, fp32",
@@ -63,30 +64,29 @@ def kernel_metrics(measured: Measurement, roofs: Roofs) -> list[Metric]:
     times = measured.samples
     seconds = statistics.median(times)
     intensity = arithmetic_intensity(flops, nbytes)
-    metrics = [Metric("time", "s", seconds, False, samples=list(times))]
+    metrics = [catalogued("time", seconds, samples=list(times))]
     if case.family == "memory":
-        metrics.append(Metric("achieved_bandwidth", "B/s", nbytes / seconds, True,
-                              samples=[nbytes / t for t in times]))
+        metrics.append(catalogued("achieved_bandwidth", nbytes / seconds,
+                                  samples=[nbytes / t for t in times]))
     else:
-        metrics.append(Metric("effective_flops", "FLOP/s", flops / seconds, True,
-                              samples=[flops / t for t in times]))
+        metrics.append(catalogued("effective_flops", flops / seconds,
+                                  samples=[flops / t for t in times]))
     share = share_of_roof(flops, nbytes, seconds, roofs.peak_flops, roofs.bandwidth)
     metrics += [
-        Metric("kernel_flops", "FLOP", float(flops), True),
-        Metric("kernel_bytes", "bytes", float(nbytes), False),
-        Metric("arithmetic_intensity", "FLOP/B", intensity, True),
-        Metric("peak_flops", "FLOP/s", roofs.peak_flops, True,
-               extra={"peak_source": "in-run", "per_size": roofs.peak_per_size}),
-        Metric("memory_bandwidth", "B/s", roofs.bandwidth, True,
-               extra={"kernel": roofs.bandwidth_kernel}),
-        Metric("attainable_flops", "FLOP/s",
-               attainable_flops(intensity, roofs.peak_flops, roofs.bandwidth), True),
-        Metric("share_of_roof", "1", share, True,
-               extra={"bound": bound(intensity, roofs.peak_flops, roofs.bandwidth)}),
+        catalogued("kernel_flops", float(flops)),
+        catalogued("kernel_bytes", float(nbytes)),
+        catalogued("arithmetic_intensity", intensity),
+        catalogued("peak_flops", roofs.peak_flops,
+                   extra={"peak_source": "in-run", "per_size": roofs.peak_per_size}),
+        catalogued("memory_bandwidth", roofs.bandwidth, extra={"kernel": roofs.bandwidth_kernel}),
+        catalogued("attainable_flops",
+                   attainable_flops(intensity, roofs.peak_flops, roofs.bandwidth)),
+        catalogued("share_of_roof", share,
+                   extra={"bound": bound(intensity, roofs.peak_flops, roofs.bandwidth)}),
     ]
     if measured.max_rel_error is not None:
-        metrics.append(Metric("max_rel_error", "1", measured.max_rel_error, False,
-                              extra={"reference": REFERENCES.get(case.family, "")}))
+        metrics.append(catalogued("max_rel_error", measured.max_rel_error,
+                                  extra={"reference": REFERENCES.get(case.family, "")}))
     return metrics
 
 

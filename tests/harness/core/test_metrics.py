@@ -1,8 +1,7 @@
-"""The metric catalogue: one entry per metric, families by prefix, and every metric any writer
-puts in a record agreeing with it."""
+"""The metric catalogue: one entry per metric, families by prefix, scales and roles (that every
+writer takes its metrics from it: tests/harness/collectors/test_catalogue.py)."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
@@ -77,39 +76,6 @@ def test_a_declared_scale_holds_only_for_the_catalogues_unit() -> None:
     assert scale_of("mfu", "1") == PERCENT
     assert scale_of("bubble_fraction", "ratio") == AS_STORED  # records before unit 1
     assert scale_of("latency", "s") == TIME
-
-
-def _written_metrics() -> list[tuple[str, str, str, bool]]:
-    """(file, name, unit, higher_is_better) of every Metric(...) in harness/ whose name,
-    unit and direction are literals."""
-    found = []
-    for path in sorted(HARNESS.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id == "Metric" and len(node.args) >= 3):
-                continue
-            direction = [k.value for k in node.keywords if k.arg == "higher_is_better"] \
-                or node.args[3:4]
-            name, unit = node.args[0], node.args[1]
-            if isinstance(name, ast.JoinedStr) and isinstance(name.values[0], ast.Constant):
-                name = name.values[0]
-            literal = [name, unit, *direction]
-            if len(literal) == 3 and all(isinstance(n, ast.Constant) for n in literal):
-                found.append((path.name, name.value, unit.value, direction[0].value))
-    return found
-
-
-def test_every_metric_a_writer_spells_out_agrees_with_the_catalogue() -> None:
-    """The predictor, the kernel benchmarks and the pytest-benchmark reader write their own
-    Metric(...): each one's unit and direction must be the catalogue's."""
-    written = _written_metrics()
-    assert {"step_time", "throughput", "time", "compute_time"} <= {w[1] for w in written}
-    wrong = []
-    for where, name, unit, direction in written:
-        info = metric_info(name)
-        if info is None or (info.unit, info.higher_is_better) != (unit, direction):
-            wrong.append(f"{where}: {name} {unit} {direction} against {info}")
-    assert not wrong
 
 
 @pytest.mark.parametrize("name", [info.name for info in CATALOGUE if not info.family])
