@@ -325,6 +325,25 @@ def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]
     return [replace(row, verdict=OK) if id(row) in demoted else row for row in rows]
 
 
+def family_floors(noise: dict[str, dict[str, float]], keys: list[str]
+                  ) -> dict[str, dict[str, float]]:
+    """The history's floors (95% for one metric, baseline.history_noise) widened for the whole
+    comparison: the gate fails when any of its m gated metrics moves beyond its floor, so each
+    floor is the two-sided 1 - ALPHA/m band (Bonferroni, as holm() treats the p-values) of the
+    same log-normal spread. Same-commit reruns then alarm in about ALPHA of comparisons, not in
+    ALPHA of each metric."""
+    from statistics import NormalDist
+
+    compared = {key: noise[key] for key in dict.fromkeys(keys) if key in noise}
+    family = sum(1 for floors in compared.values() for name in floors
+                 if catalogue.compare_role(name) in (catalogue.GATED, catalogue.VALUE))
+    if family <= 1:
+        return compared
+    widen = NormalDist().inv_cdf(1 - ALPHA / (2 * family)) / NormalDist().inv_cdf(1 - ALPHA / 2)
+    return {key: {name: (math.exp(widen * math.log1p(pct / 100.0)) - 1.0) * 100.0
+                  for name, pct in floors.items()} for key, floors in compared.items()}
+
+
 def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
                     threshold_pct: float, match_on: tuple[str, ...] | None = None,
                     noise: dict[str, dict[str, float]] | None = None) -> Comparison:
@@ -336,10 +355,10 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
     pairs, only_base, only_cand = match_specs(
         [r for r in baseline if r.get("status") == "success"],
         [r for r in candidate if r.get("status") == "success"], match_on)
+    floors = family_floors(noise or {}, [experiment_key(base.records[0]) for base, _ in pairs])
     rows = holm([row for base, cand in pairs
                  for row in compare_groups(base, cand, threshold_pct,
-                                           (noise or {}).get(experiment_key(
-                                               base.records[0])))])
+                                           floors.get(experiment_key(base.records[0])))])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records

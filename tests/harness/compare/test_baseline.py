@@ -184,3 +184,45 @@ def test_the_history_noise_is_between_commits_not_between_a_commits_repeats(
     assert len(singles) == len(factors)
     assert history_noise(singles)[next(iter(history_noise(singles)))]["throughput"] == \
         pytest.approx(noise["throughput"], rel=1e-3)
+
+
+def test_a_value_metric_in_two_modes_floors_at_the_range_its_single_runs_reached() -> None:
+    """Peak memory landing at 605 or 645 MB run by run (alexnet on Zen 4): most commits'
+    medians of three agree, so their differences alone say ~0%, yet the next commit's median
+    can take the other mode; the floor is at least the range single runs reached."""
+    from harness.compare.baseline import history_noise
+
+    modes = [(605, 605, 645), (605, 645, 605), (645, 605, 605), (605, 605, 605),
+             (645, 645, 605), (605, 605, 645)]
+    records = []
+    for i, values in enumerate(modes):
+        for repeat, megabytes in enumerate(values):
+            record = run(10 * i + repeat, f"{i:x}" * 40, f"2026-11-01T0{i}:0{repeat}")
+            record["metrics"].append({"name": "peak_memory", "unit": "bytes",
+                                      "value": megabytes * 1e6, "higher_is_better": False})
+            records.append(record)
+    (noise,) = history_noise(records).values()
+    assert noise["peak_memory"] >= (645 / 605 - 1) * 100
+    assert noise["throughput"] < 2  # a metric of many samples keeps the commits' noise
+
+
+def test_the_floors_widen_to_one_band_for_the_whole_comparison() -> None:
+    """m gated metrics, each at its own 95% floor, would alarm in ~1 - 0.95^m of same-commit
+    comparisons: each floor becomes the 1 - 0.05/m band of the same log-normal spread;
+    diagnostics and experiments not compared do not count."""
+    import math
+    from statistics import NormalDist
+
+    from harness.compare.rows import family_floors
+
+    alone = {"k": {"throughput": 5.0, "phase_forward": 9.0}}
+    assert family_floors(alone, ["k"]) == alone  # one gated metric: its own 95% band
+    noise = {"k": {"throughput": 5.0, "step_time": 5.0, "peak_memory": 8.0,
+                   "phase_forward": 9.0}, "other": {"throughput": 3.0}}
+    widened = family_floors(noise, ["k"])
+    assert set(widened) == {"k"}
+    factor = NormalDist().inv_cdf(1 - 0.05 / 6) / NormalDist().inv_cdf(0.975)
+    assert widened["k"]["throughput"] == pytest.approx((1.05 ** factor - 1) * 100)
+    assert widened["k"]["peak_memory"] == pytest.approx((math.exp(factor * math.log(1.08))
+                                                         - 1) * 100)
+    assert widened["k"]["throughput"] > 5.0 * 1.2  # three gated metrics: z 2.39 for 1.96
