@@ -325,23 +325,20 @@ def holm(rows: list[ComparisonRow], alpha: float = ALPHA) -> list[ComparisonRow]
     return [replace(row, verdict=OK) if id(row) in demoted else row for row in rows]
 
 
-def family_floors(noise: dict[str, dict[str, float]], keys: list[str]
+def family_floors(noise: dict[str, dict[str, float]], family: int
                   ) -> dict[str, dict[str, float]]:
     """The history's floors (95% for one metric, baseline.history_noise) widened for the whole
-    comparison: the gate fails when any of its m gated metrics moves beyond its floor, so each
-    floor is the two-sided 1 - ALPHA/m band (Bonferroni, as holm() treats the p-values) of the
-    same log-normal spread. Same-commit reruns then alarm in about ALPHA of comparisons, not in
-    ALPHA of each metric."""
+    comparison: the gate fails when any of its `family` gated, tested metrics with a floor
+    moves beyond it, so each floor is the two-sided 1 - ALPHA/family band (Bonferroni, as
+    holm() treats the p-values) of the same log-normal spread. Same-commit reruns then alarm
+    in about ALPHA of comparisons, not in ALPHA of each metric."""
     from statistics import NormalDist
 
-    compared = {key: noise[key] for key in dict.fromkeys(keys) if key in noise}
-    family = sum(1 for floors in compared.values() for name in floors
-                 if catalogue.compare_role(name) in (catalogue.GATED, catalogue.VALUE))
     if family <= 1:
-        return compared
+        return noise
     widen = NormalDist().inv_cdf(1 - ALPHA / (2 * family)) / NormalDist().inv_cdf(1 - ALPHA / 2)
     return {key: {name: (math.exp(widen * math.log1p(pct / 100.0)) - 1.0) * 100.0
-                  for name, pct in floors.items()} for key, floors in compared.items()}
+                  for name, pct in floors.items()} for key, floors in noise.items()}
 
 
 def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
@@ -355,10 +352,14 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
     pairs, only_base, only_cand = match_specs(
         [r for r in baseline if r.get("status") == "success"],
         [r for r in candidate if r.get("status") == "success"], match_on)
-    floors = family_floors(noise or {}, [experiment_key(base.records[0]) for base, _ in pairs])
-    rows = holm([row for base, cand in pairs
-                 for row in compare_groups(base, cand, threshold_pct,
-                                           floors.get(experiment_key(base.records[0])))])
+    keys = [experiment_key(base.records[0]) for base, _ in pairs]
+    # the family: the gated metrics that are tested against a floor of the history
+    family = sum(1 for (base, cand), key in zip(pairs, keys, strict=True)
+                 for row in compare_groups(base, cand, threshold_pct, (noise or {}).get(key))
+                 if row.test is not None and row.gated and row.metric in (noise or {}).get(key, {}))
+    floors = family_floors(noise or {}, family)
+    rows = holm([row for (base, cand), key in zip(pairs, keys, strict=True)
+                 for row in compare_groups(base, cand, threshold_pct, floors.get(key))])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records

@@ -208,21 +208,38 @@ def test_a_value_metric_in_two_modes_floors_at_the_range_its_single_runs_reached
 
 def test_the_floors_widen_to_one_band_for_the_whole_comparison() -> None:
     """m gated metrics, each at its own 95% floor, would alarm in ~1 - 0.95^m of same-commit
-    comparisons: each floor becomes the 1 - 0.05/m band of the same log-normal spread;
-    diagnostics and experiments not compared do not count."""
+    comparisons: each floor becomes the 1 - 0.05/m band of the same log-normal spread."""
     import math
     from statistics import NormalDist
 
     from harness.compare.rows import family_floors
 
-    alone = {"k": {"throughput": 5.0, "phase_forward": 9.0}}
-    assert family_floors(alone, ["k"]) == alone  # one gated metric: its own 95% band
-    noise = {"k": {"throughput": 5.0, "step_time": 5.0, "peak_memory": 8.0,
-                   "phase_forward": 9.0}, "other": {"throughput": 3.0}}
-    widened = family_floors(noise, ["k"])
-    assert set(widened) == {"k"}
+    noise = {"k": {"throughput": 5.0, "peak_memory": 8.0}, "other": {"throughput": 3.0}}
+    assert family_floors(noise, 1) == noise  # one gated metric: its own 95% band
+    widened = family_floors(noise, 3)
     factor = NormalDist().inv_cdf(1 - 0.05 / 6) / NormalDist().inv_cdf(0.975)
     assert widened["k"]["throughput"] == pytest.approx((1.05 ** factor - 1) * 100)
     assert widened["k"]["peak_memory"] == pytest.approx((math.exp(factor * math.log(1.08))
                                                          - 1) * 100)
     assert widened["k"]["throughput"] > 5.0 * 1.2  # three gated metrics: z 2.39 for 1.96
+
+
+def test_the_family_is_the_gated_metrics_tested_against_the_history(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """compare counts as the family only rows that are tested, gated and have a floor: a
+    diagnostic (phases) or a metric without samples (first_step_time) widens nothing."""
+    from harness.compare import rows as rows_module
+
+    seen: list[int] = []
+    real = rows_module.family_floors
+    monkeypatch.setattr(rows_module, "family_floors",
+                        lambda noise, family: seen.append(family) or real(noise, family))
+    records = [run(i, f"{i:x}" * 40, f"2026-11-01T0{i}:00") for i in range(6)]
+    from harness.compare.baseline import history_noise
+
+    noise = history_noise(records[:5])
+    (floors,) = noise.values()
+    assert {"throughput", "step_time"} <= set(floors)
+    rows_module.compare_records(records[:5], [records[5]], 5.0, noise=noise)
+    tested = {"throughput", "step_time"}  # the records' gated metrics with samples
+    assert seen == [len(tested)]
