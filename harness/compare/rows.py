@@ -354,9 +354,9 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
         [r for r in candidate if r.get("status") == "success"], match_on)
     keys = [experiment_key(base.records[0]) for base, _ in pairs]
     # the family: the gated metrics that are tested against a floor of the history
-    family = sum(1 for (base, cand), key in zip(pairs, keys, strict=True)
-                 for row in compare_groups(base, cand, threshold_pct, (noise or {}).get(key))
-                 if row.test is not None and row.gated and row.metric in (noise or {}).get(key, {}))
+    family = sum(1 for (base, cand), key in zip(pairs, keys, strict=True) if key in (noise or {})
+                 for row in compare_groups(base, cand, threshold_pct, (noise or {})[key])
+                 if row.test is not None and row.gated and row.metric in (noise or {})[key])
     floors = family_floors(noise or {}, family)
     rows = holm([row for (base, cand), key in zip(pairs, keys, strict=True)
                  for row in compare_groups(base, cand, threshold_pct, floors.get(key))])
