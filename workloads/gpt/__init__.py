@@ -9,7 +9,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget, Workload
+from workloads.base import (
+    WORKLOADS,
+    Dataset,
+    Preset,
+    QualityTarget,
+    Workload,
+    mean_token_loss,
+)
 from workloads.gpt.model import GPT
 
 
@@ -110,20 +117,7 @@ class GPTWorkload(Workload):
     @torch.no_grad()
     def evaluate(self, model: nn.Module, data: Dataset, batch: int, device: torch.device,
                  autocast: Callable[[], Any]) -> dict[str, float]:
-        was_training = model.training
-        model.eval()
-        total_loss, tokens = 0.0, 0
-        try:
-            for inputs, targets in data.batches(batch, drop_last=False):
-                inputs, targets = inputs.to(device), targets.to(device)
-                with autocast():
-                    logits = model(inputs).float()
-                total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                    targets.reshape(-1), reduction="sum"))
-                tokens += targets.numel()
-        finally:
-            model.train(was_training)
-        mean = total_loss / max(tokens, 1)
+        mean = mean_token_loss(model, data, batch, device, autocast)
         return {"eval_loss": mean, "perplexity": math.exp(min(mean, 700.0))}
 
     def run_settings(self, size: str, device: torch.device, precision: str) -> dict[str, Any]:
