@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.benchmarks.bench_overhead import fresh_peak  # noqa: E402  (one peak probe)
+
 
 def bare_loop(args: argparse.Namespace) -> None:
     """The bare loop itself (run in its own process): only the model definition and its
@@ -74,16 +76,6 @@ def bare(args: argparse.Namespace, tuned: bool) -> float:
          *(["--malloc-tuning"] if tuned else [])],
         check=True, capture_output=True, text=True).stdout
     return float(json.loads(out.strip().splitlines()[-1])["throughput"])
-
-
-def fresh_peak(args: argparse.Namespace, cache: Path) -> float:
-    """The GEMM peak measured now by `dtbench peak`, kept in `cache` for this round's runs."""
-    out = subprocess.run(
-        [sys.executable, "-m", "harness", "peak", "--precision", args.precision,
-         "--threads", str(args.threads), "--json"],
-        check=True, capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "DTBENCH_CACHE_DIR": str(cache)}).stdout
-    return float(json.loads(out)["flops"])
 
 
 def harness(args: argparse.Namespace, tuned: bool, cache: Path) -> float:

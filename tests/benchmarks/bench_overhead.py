@@ -42,7 +42,7 @@ def fresh_peak(args: argparse.Namespace, cache: Path) -> float:
     """The GEMM peak measured now by `dtbench peak`, kept in `cache` for this round's runs."""
     out = subprocess.run(
         [sys.executable, "-m", "harness", "peak", "--precision", args.precision,
-         "--threads", str(args.threads), "--json"],
+         "--threads", str(args.threads), "--json", "-"],
         check=True, capture_output=True, text=True, cwd=ROOT,
         env={**os.environ, "DTBENCH_CACHE_DIR": str(cache)}).stdout
     return float(json.loads(out)["flops"])
