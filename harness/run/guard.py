@@ -123,7 +123,7 @@ def check_rendezvous(spec: Any, launch: LaunchOptions) -> None:
     if missing:
         raise UsageError(f"--launcher torchrun across {spec.nnodes} nodes needs "
                          f"{' and '.join(missing)}: the first node's address and a free port "
-                         "on it, the same on every node (else each node rendezvous with "
+                         "on it, the same on every node (else each node would rendezvous with "
                          "itself)")
 
 
