@@ -145,6 +145,16 @@ class ComputeBackend(ABC):
         each rank measures its own share (CPU ranks take their share of the cores)."""
         return None
 
+    def device_state(self, device: torch.device) -> dict[str, Any] | None:
+        """What of the device's configuration bounds its peak (a GPU's power limit and clocks):
+        a cached peak holds only while it is unchanged; None where nothing is read."""
+        return None
+
+    def free_memory(self, device: torch.device) -> int | None:
+        """Bytes free on the device now (a GPU's, after the model is placed); None where the
+        device's memory is the host's."""
+        return None
+
     def energy_meter(self, device: torch.device) -> EnergyMeter | None:
         """A counter of joules where the hardware has one, else None."""
         return None

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from backends import nvml
+from backends import numa, nvml
 from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
 from harness.core.spec import PRECISIONS
 
@@ -87,6 +87,12 @@ def _nvml_uuid(device: torch.device) -> str | None:
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
+# What an fp16 run's record says of its one host synchronise a step (torch/amp/grad_scaler.py).
+GRAD_SCALER_SYNC = ("torch.amp.GradScaler.step reads the found-inf flag with .item() "
+                    "(GradScaler._maybe_opt_step): the host waits for each step's backward "
+                    "once per optimizer step before it queues the next step")
+
+
 class DeviceShared(RuntimeError):
     """More ranks than GPUs on a node: they would share one."""
 
@@ -95,6 +101,12 @@ def shared_device_message(ranks: int, gpus: int) -> str:
     return (f"{ranks} rank(s) on this node but {gpus} visible GPU(s): ranks would share a GPU "
             "(NCCL refuses it; energy and peak would count a board twice); use at most one "
             "rank per GPU, or add --share-gpu to run anyway")
+
+
+def pci_address(index: int) -> str:
+    """A visible CUDA device's PCI address as sysfs names it ("0000:1b:00.0")."""
+    props = torch.cuda.get_device_properties(index)
+    return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
 
 
 def _visible_devices() -> list[str] | None:
@@ -139,6 +151,8 @@ class CUDABackend(ComputeBackend):
         # NVML) takes it, never a fresh lookup from the environment.
         self.bound: torch.device | None = None
         self._energy_reason: str | None = None
+        # Where bind() placed the rank's threads (backends/numa.py), for the record.
+        self.cpu_binding: dict[str, Any] | None = None
 
     @classmethod
     def availability(cls) -> Availability:
@@ -173,6 +187,11 @@ class CUDABackend(ComputeBackend):
         device = self.device(local_rank, share)
         torch.cuda.set_device(device)
         self.bound = device
+        try:
+            addresses = [pci_address(i) for i in range(torch.cuda.device_count())]
+            self.cpu_binding = numa.bind_gpu_rank(device.index or 0, addresses)
+        except (AssertionError, AttributeError, RuntimeError, OSError) as exc:
+            self.cpu_binding = {"by": None, "reason": f"not bound: {exc}"}
         return device
 
     def current(self) -> torch.device:
@@ -195,6 +214,8 @@ class CUDABackend(ComputeBackend):
             "cuda_device": self.current().index,
             "cudnn_benchmark": torch.backends.cudnn.benchmark,
             **self._tf32_flags(),
+            **({"cpu_binding": self.cpu_binding} if self.cpu_binding is not None else {}),
+            **({"grad_scaler_sync": GRAD_SCALER_SYNC} if precision == "fp16" else {}),
         }
 
     @staticmethod
@@ -231,6 +252,12 @@ class CUDABackend(ComputeBackend):
         """The board a device is (NVML's UUID): ranks that share one count its energy and its
         peak once."""
         return _nvml_uuid(device) or f"cuda:{device.index}"
+
+    def device_state(self, device: torch.device) -> dict[str, Any] | None:
+        return nvml.device_limits(index=device.index or 0, uuid=_nvml_uuid(device))
+
+    def free_memory(self, device: torch.device) -> int | None:
+        return int(torch.cuda.mem_get_info(device)[0])
 
     def energy_meter(self, device: torch.device) -> nvml.NVMLEnergyMeter | None:
         uuid = _nvml_uuid(device)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from backends.base import LAUNCHERS, Availability, Launcher, killed_by_cause
+from backends.numa import BOUND_BY_VAR
 from harness.core.errors import UsageError
 from harness.core.spec import LaunchOptions, RunSpec
 
@@ -80,8 +81,15 @@ class TorchrunLauncher(Launcher):
                 "--nnodes", str(spec.nnodes), "--nproc-per-node", str(spec.nproc_per_node),
                 "--node-rank", str(launch.node_rank), "--master-addr", launch.master_addr,
                 "--master-port", str(launch.master_port), "--max-restarts", "0",
-                "--monitor-interval", "1", "-m", "harness.rank.main", *rank_args]
-        return [LaunchCommand(argv, {})]
+                "--monitor-interval", "1"]
+        env: dict[str, str] = {}
+        if spec.backend == "cuda" and torchrun_binds_numa():
+            # Each worker on an exclusive share of its GPU's NUMA node (torch/numa/binding.py);
+            # the rank then leaves its placement as torchrun made it (backends/numa.py).
+            argv += ["--numa-binding", NUMA_MODE]
+            env[BOUND_BY_VAR] = f"torchrun --numa-binding {NUMA_MODE}"
+        argv += ["-m", "harness.rank.main", *rank_args]
+        return [LaunchCommand(argv, env)]
 
     @property
     def names_killed_ranks(self) -> bool:
@@ -105,6 +113,22 @@ class TorchrunLauncher(Launcher):
         """torchrun prefixes every line of rank N with "[rankN]:"."""
         prefix = f"[rank{rank}]:"
         return [line[len(prefix):] for line in lines if line.startswith(prefix)]
+
+
+NUMA_MODE = "exclusive"
+
+
+def torchrun_binds_numa() -> bool:
+    """torchrun has --numa-binding (torch 2.9 and later) and numactl, which it wraps each
+    worker in, is on PATH (without it torchrun fails the worker)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch.numa.binding") is not None \
+        and shutil.which("numactl") is not None
+
+
+# Never sent to another host: a GPU index list means the devices of the host it was read on.
+HOST_LOCAL_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
 
 
 def mpirun_path() -> str | None:
@@ -144,9 +168,13 @@ class MpirunLauncher(Launcher):
             raise UsageError("with --launcher mpirun, run dtbench on the first host only; "
                              "mpirun starts the ranks on the others from --hostfile")
         argv = [mpirun, "-n", str(spec.world_size)]
+        if spec.nnodes > 1:
+            forward = [name for name in forward if name not in HOST_LOCAL_VARIABLES]
         if is_open_mpi(mpirun):
             if os.geteuid() == 0:
                 argv.append("--allow-run-as-root")
+            # Not bound by mpirun: it cannot know which GPU a rank takes, so a GPU rank binds
+            # itself to its GPU's NUMA node (backends/numa.py).
             argv += ["--oversubscribe", "--bind-to", "none"]
             if launch.hostfile:
                 argv += ["--hostfile", launch.hostfile,
@@ -221,6 +249,13 @@ class SlurmLauncher(Launcher):
         argv = ["srun", "--ntasks", str(spec.world_size), "--nodes", str(spec.nnodes),
                 "--ntasks-per-node", str(spec.nproc_per_node), "--kill-on-bad-exit=1",
                 "--export=ALL", f"--cpus-per-task={srun_cpus_per_task(spec)}"]
+        if spec.backend == "cuda":
+            # A GPU per rank on each node, every GPU of the step visible to every task (a task
+            # confined to its own GPU loses NVLink peer-to-peer to the others under cgroup
+            # device isolation): the rank takes cuda:SLURM_LOCALID and binds itself to that
+            # GPU's NUMA node, so srun binds no CPUs of its own choosing.
+            argv += [f"--gpus-per-node={spec.nproc_per_node}", "--gpu-bind=none",
+                     "--cpu-bind=none"]
         if spec.comm == "mpi":
             argv.append("--mpi=pmix")
         argv += [*_python(), "-m", "harness.rank.main", *rank_args]

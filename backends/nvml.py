@@ -328,6 +328,24 @@ def device_clocks(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
         return {"unavailable": str(why)}
 
 
+def device_limits(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
+    """What bounds a GPU's peak as it is configured now: the enforced power limit (W), the
+    applications SM clock and the maximum SM clock (MHz); each None where not reported,
+    {"unavailable": reason} where NVML cannot answer."""
+    try:
+        with nvml_session() as nv:
+            handle = _handle(nv, index, uuid)
+            limit = _optional(nv, nv.nvmlDeviceGetEnforcedPowerLimit, handle)
+            clock = getattr(nv, "NVML_CLOCK_SM", 1)
+            return {"power_limit_w": limit / 1000.0 if limit is not None else None,
+                    "applications_sm_clock_mhz": _optional(
+                        nv, nv.nvmlDeviceGetApplicationsClock, handle, clock),
+                    "max_sm_clock_mhz": _optional(nv, nv.nvmlDeviceGetMaxClockInfo, handle,
+                                                  clock)}
+    except NVMLUnavailable as why:
+        return {"unavailable": str(why)}
+
+
 def device_health(index: int = 0, uuid: str | None = None) -> dict[str, Any]:
     """What a node check reads of a GPU's health, each None where the device or driver does not
     answer: uncorrected ECC errors (volatile: since the driver loaded; aggregate: over the

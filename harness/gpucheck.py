@@ -2,7 +2,8 @@
 
 What the mocks and torch's fake process group cannot show (docs/guide/testing.md): the rank's
 device bound and kept through a peak probe; no host synchronise inside the measured steps (and
-what one per step would cost); an NCCL group that keeps its bound device, barriers without
+what one per step would cost), hidden ones included (set_sync_debug_mode: in fp16, GradScaler's
+one a step); an NCCL group that keeps its bound device, barriers without
 torch's warning and a subgroup; clocks read while the GPU works; memory allocated, reserved
 and in use side by side; NVML's energy counter against sampled power x time; ddp, fsdp and
 zero1 over NCCL at one rank in fp16 and bf16; the quick suite. One table, and a JSON file with
@@ -76,13 +77,16 @@ def _counting(owner: Any, name: str, counts: dict[str, int], key: str) -> Iterat
 def check_bind() -> Check:
     """bind() makes the device current; configure() and an in-run peak probe keep it."""
     from backends.cuda import CUDABackend
+    from backends.numa import bind_threads
     from harness.microbench.peak import in_run_reading
 
     backend = CUDABackend()
+    affinity = os.sched_getaffinity(0)
     device = backend.bind(torch.cuda.device_count() - 1)
     settings = backend.configure(0, "bf16")
     in_run_reading("cuda", "bf16", 0, device, "before", backend)
     current = torch.cuda.current_device()
+    bind_threads(affinity)  # bind() placed this process on the GPU's cores: the runs need all
     ok = current == device.index and settings["cuda_device"] == device.index
     return Check("bind", "pass" if ok else "fail", f"current cuda:{current} after a probe",
                  f"cuda:{device.index} (the bound device)",
@@ -131,6 +135,88 @@ def check_no_step_sync() -> tuple[list[Check], Any]:
                   f"({forced_step / step:.3f}x)", "a figure, one run each",
                   f"{spec.workload}/{spec.size} {spec.precision} batch {spec.batch_per_rank}")
             ], result
+
+
+# Where a synchronising call inside the measured steps is by design: the step timer and the
+# phase clock wait for an event the device passed two steps ago (backends/cuda.py,
+# harness/strategies/clock.py), the stop decision reads the settled times (harness/rank/).
+DESIGNED_SYNC_FILES = ("backends/cuda.py", "harness/strategies/clock.py", "harness/rank/")
+GRAD_SCALER_FILE = "torch/amp/grad_scaler.py"
+
+
+def sync_sites(caught: list[warnings.WarningMessage]) -> dict[str, int]:
+    """The synchronising calls torch.cuda.set_sync_debug_mode("warn") reported, by the file
+    and line of the Python code that made them (torch attributes a C++ warning to the frame
+    that called the operation)."""
+    sites: dict[str, int] = {}
+    for warning in caught:
+        if "synchroniz" not in str(warning.message):
+            continue
+        path = Path(warning.filename).as_posix()
+        for anchor in ("torch/", "harness/", "backends/", "workloads/"):
+            if f"/{anchor}" in f"/{path}":
+                path = anchor + f"/{path}".split(f"/{anchor}", 1)[1]
+                break
+        site = f"{path}:{warning.lineno}"
+        sites[site] = sites.get(site, 0) + 1
+    return sites
+
+
+def judge_syncs(sites: dict[str, int], steps: int, precision: str) -> Check:
+    """Hidden synchronises of one throughput run's measured steps: none but the designed ones
+    in bf16; in fp16 GradScaler's one a step (its step() reads found_inf with .item(), in
+    _maybe_opt_step) and nothing else."""
+    designed = {s: n for s, n in sites.items() if s.startswith(DESIGNED_SYNC_FILES)}
+    scaler = {s: n for s, n in sites.items() if s.startswith(GRAD_SCALER_FILE)}
+    other = {s: n for s, n in sites.items() if s not in designed and s not in scaler}
+    per_step = sum(scaler.values()) / max(1, steps)
+    said = "; ".join(f"{site} x{count}" for site, count in sorted(sites.items())) or "none"
+    if precision == "fp16":
+        ok = not other and 0 < per_step <= 1
+        expected = "GradScaler's .item() once a step, nothing else undesigned"
+    else:
+        ok = not other and not scaler
+        expected = "none but the step timer's and phase clock's settled reads"
+    return Check(f"hidden syncs {precision}", "pass" if ok else "fail",
+                 f"{sum(sites.values())} synchronising calls in {steps} measured steps "
+                 f"({per_step:.2f} a step in GradScaler): {said}", expected,
+                 f"undesigned: {other}" if other else "")
+
+
+def _watched_run(precision: str) -> tuple[Any, list[warnings.WarningMessage]]:
+    """A throughput run with torch's sync debug mode on over its measured steps only."""
+    from harness.rank import loops, measure
+
+    real_measure = measure.measure
+    caught: list[warnings.WarningMessage] = []
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                return real_measure(*args, **kwargs)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+                caught.extend(seen)
+
+    loops.measure = watched
+    try:
+        return loops.run_throughput(_spec(precision=precision)), caught
+    finally:
+        loops.measure = real_measure
+
+
+def check_hidden_syncs() -> list[Check]:
+    """torch.cuda.set_sync_debug_mode("warn") over the measured steps of a bf16 and an fp16
+    throughput run: every operation that makes the host wait for the device (.item(),
+    .cpu(), nonzero, a blocking copy), not only explicit synchronise calls."""
+    checks = []
+    for precision in ("bf16", "fp16"):
+        result, caught = _watched_run(precision)
+        steps = len(result.step_times) + len(result.settling_times)
+        checks.append(judge_syncs(sync_sites(caught), steps, precision))
+    return checks
 
 
 def check_memory(result: Any) -> Check:
@@ -299,6 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         step_checks, result = found
         checks += [*step_checks, _guarded("memory side by side", lambda: check_memory(result))]
+    found_syncs = _guarded("hidden syncs", check_hidden_syncs)
+    checks += [found_syncs] if isinstance(found_syncs, Check) else found_syncs
     for check in checks[before:]:
         print(_line(check), flush=True)
     if not args.no_runs:

@@ -123,6 +123,8 @@ class RankResult:
     param_checksums: list[float] = field(default_factory=list)
     # In-run peak readings of this rank's device: {"when", "flops", "memory_bandwidth", ...}.
     peak_readings: list[dict[str, Any]] = field(default_factory=list)
+    # What NCCL chose for this rank, from its own debug output (harness/comm/nccl_log.py).
+    nccl: dict[str, Any] | None = None
     # This node's fingerprint summary, from the first rank of each node of a multi-node run.
     node: dict[str, Any] | None = None
     # Where the batches came from when --data files fed the run (harness/rank/feed.py): the

@@ -1,6 +1,7 @@
 """flops_per_sample (counted), achieved_flops, peak_flops (measured GEMM) and mfu."""
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from harness.collectors.base import CollectContext, collector, measured
@@ -25,14 +26,14 @@ def _in_run_peaks(context: CollectContext) -> tuple[float, dict[str, Any]] | Non
     """The node-wide peak from the ranks' own readings: each rank times its device (CPU ranks
     their share of the cores, at the same moment), so the sum over ranks is the capability the
     run had; the higher of the before/after totals is the peak, both are kept."""
-    ranks = [r for r in context.ranks if r.peak_readings]
+    ranks = [r for r in context.ranks if any("flops" in reading for reading in r.peak_readings)]
     if not ranks:
         return None
     # One reading per device and moment: ranks sharing a GPU (--share-gpu) each time the whole
     # board, which counts once (the higher reading).
     per_device: dict[tuple[str, str], dict[str, float]] = {}
     for rank in ranks:
-        for reading in rank.peak_readings:
+        for reading in (r for r in rank.peak_readings if "flops" in r):
             key = (reading["when"], rank.device_key or f"rank {rank.rank}")
             held = per_device.setdefault(key, {"flops": 0.0, "memory_bandwidth": 0.0})
             held["flops"] = max(held["flops"], reading["flops"])
@@ -45,11 +46,12 @@ def _in_run_peaks(context: CollectContext) -> tuple[float, dict[str, Any]] | Non
         bandwidth[when] = bandwidth.get(when, 0.0) + held["memory_bandwidth"]
     peak = max(totals.values())
     spread = (peak - min(totals.values())) / peak if peak > 0 else 0.0
-    lead = ranks[0].peak_readings[0]
+    lead = next(r for r in ranks[0].peak_readings if "flops" in r)
     return peak, {"peak_source": "in-run", "readings": totals, "spread": spread,
                   "memory_bandwidth": max(bandwidth.values()),
                   "memory_bandwidth_readings": bandwidth,
-                  "per_rank": [[r["flops"] for r in rank.peak_readings] for rank in ranks],
+                  "per_rank": [[r["flops"] for r in rank.peak_readings if "flops" in r]
+                               for rank in ranks],
                   "precision": context.spec.precision, "threads": lead["threads"],
                   "per_size": lead["per_size"], "devices": _devices(context, ranks),
                   "method": "best per-size median of square GEMMs, timed in the run before "
@@ -67,9 +69,38 @@ def _devices(context: CollectContext, ranks: list[Any]) -> int:
     return len(keys)
 
 
+def _sustained_peaks(context: CollectContext) -> tuple[float, dict[str, Any]] | None:
+    """The GPUs' one denominator: each device's sustained peak, by its UUID (measured on this
+    node as the device is; a device of another node, not measured here, counts at the median
+    of those that were, and is named); the sweep's burst beside it."""
+    peaks = context.peak if isinstance(context.peak, list) else None
+    if not peaks:
+        return None
+    by_device = {p.device_key: p for p in peaks if p.device_key}
+    typical = statistics.median(p.flops for p in peaks)
+    keys = sorted({r.device_key for r in context.ranks if r.device_key}) or \
+        [p.device_key or f"device {i}" for i, p in enumerate(peaks)]
+    flops = {key: by_device[key].flops if key in by_device else typical for key in keys}
+    burst = {key: by_device[key].burst_flops for key in keys if key in by_device}
+    bandwidth = statistics.median(p.memory_bandwidth for p in peaks)
+    lead = peaks[0]
+    return sum(flops.values()), {
+        "peak_source": "sustained", "per_device": flops, "devices": len(keys),
+        "not_measured_here": [key for key in keys if key not in by_device],
+        "burst_flops": sum(value or 0.0 for value in burst.values()) or None,
+        "per_device_burst": burst, "sustained_s": lead.sustained_s,
+        "device_state": {key: by_device[key].device_state for key in keys if key in by_device},
+        "clocks": {key: by_device[key].clocks for key in keys if key in by_device},
+        "precision": lead.precision, "threads": lead.threads, "measured_at": lead.measured_at,
+        "per_size": lead.per_size, "memory_bandwidth": bandwidth * len(keys),
+        "method": f"each device's best GEMM size held for {lead.sustained_s or 0:.0f} s, median "
+                  "rate of its last half, measured per device (UUID) as it is configured "
+                  "(a power-capped board reads capped); the sweep's burst beside it"}
+
+
 def _cached_peak(context: CollectContext) -> tuple[float, dict[str, Any]] | None:
     peak = context.peak
-    if peak is None:
+    if peak is None or isinstance(peak, list):
         return None
     devices = _devices(context, context.ranks) if context.spec.backend == "cuda" else \
         context.spec.nnodes
@@ -89,10 +120,19 @@ def _cached_peak(context: CollectContext) -> tuple[float, dict[str, Any]] | None
 
 @collector("mfu", stage=2)
 def mfu(context: CollectContext) -> list[Metric]:
-    found_peak = _in_run_peaks(context) or _cached_peak(context)
+    in_run = _in_run_peaks(context)
+    sustained = _sustained_peaks(context)
+    found_peak = sustained or in_run or _cached_peak(context)
     if found_peak is None:
         return []
     total_peak, extra = found_peak
+    if sustained is not None and in_run is not None:
+        # the in-run probe is a burst: beside the denominator, never it
+        extra = {**extra, "in_run_bursts": in_run[1]["readings"]}
+    skipped = sorted({r["skipped"] for rank in context.ranks for r in rank.peak_readings
+                      if "skipped" in r})
+    if skipped:
+        extra = {**extra, "in_run_skipped": skipped}
     if getattr(context.spec, "share_gpu", False):
         extra = {**extra, "shared_devices": (
             f"{len(context.ranks)} ranks on {extra.get('devices')} GPU(s) (--share-gpu): each "

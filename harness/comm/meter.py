@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from harness.comm.inner import COUNTED
+from harness.comm.p2p import install_batched_p2p
 from harness.core.traffic import wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
@@ -127,8 +129,9 @@ class CountingProcessGroup(dist.ProcessGroup):
     """A process group that counts what this rank sends, then lets the wrapped one send it."""
 
     def __init__(self, inner: Any, rank: int, size: int, meter: CommMeter,
-                 backend_name: str, comm: str) -> None:
+                 backend_name: str, comm: str, store: Any = None) -> None:
         super().__init__(rank, size)
+        self._store = store  # the group's store, which a split (split_group below) needs
         self._comm = comm
         self._inner = inner
         self._rank = rank
@@ -169,6 +172,40 @@ class CountingProcessGroup(dist.ProcessGroup):
 
     def __repr__(self) -> str:
         return f"CountingProcessGroup({self._inner!r}, rank={self._rank}, size={self._size})"
+
+    # -- groups split from this one -----------------------------------------------------------
+    def split_group(self, new_ranks: list[int], timeout: Any = None, opts: Any = None,
+                    group_name: str | None = None, group_desc: str | None = None,
+                    device_types: Any = None) -> CountingProcessGroup | None:
+        """torch's split (torch.distributed.split_group, which DeviceMesh takes for each
+        dimension once the default group is bound to a GPU): the C++ ProcessGroup splits the
+        wrapped backend (ncclCommSplit), and the split is wrapped in turn, so that its calls
+        are counted like every other group's. None on a rank outside every split."""
+        given = {"timeout": timeout, "opts": opts, "group_name": group_name,
+                 "group_desc": group_desc}
+        if device_types is not None:
+            given["device_types"] = device_types
+        device = self.bound_device_id or torch.device(COUNTED[self._comm].devices[0])
+        # The C++ split needs the group's store, which a Python subclass of ProcessGroup cannot
+        # be built with: a plain group around the same backend and store splits instead.
+        plain = dist.ProcessGroup(self._store, self._rank, self._size)
+        plain._register_backend(device, dist.ProcessGroup.BackendType.CUSTOM, self._inner)
+        split = plain.split_group(new_ranks, **given)
+        if split is None:
+            return None
+        group = CountingProcessGroup(split._get_backend(device), split.rank(), split.size(),
+                                     self._meter, self._backend_name, self._comm,
+                                     split.get_group_store())
+        group._set_group_name(split.group_name)
+        group._set_group_desc(split.group_desc)
+        return group
+
+    # -- coalescing (batch_isend_irecv through harness/comm/p2p.py) ---------------------------
+    def _start_coalescing(self, device: torch.device) -> None:
+        self._inner._start_coalescing(device)
+
+    def _end_coalescing(self, device: torch.device) -> dist.Work:
+        return self._inner._end_coalescing(device)
 
     # -- counting -----------------------------------------------------------------------------
     def _count(self, op: str, payload: int, root: int = 0) -> None:
@@ -336,51 +373,13 @@ def register_counted_backend(comm: str, meter: CommMeter,
         target = _TARGET.meter if _TARGET.meter is not None else CommMeter()
         # looked up at each group's creation: registration is once per process
         group = CountingProcessGroup(COUNTED[comm].inner(options, backend_options),
-                                     options.group_rank, options.group_size, target, name, comm)
+                                     options.group_rank, options.group_size, target, name, comm,
+                                     options.store)
         if _TARGET.device is not None:
             group.bound_device_id = _TARGET.device
         return group
 
     dist.Backend.register_backend(name, create, extended_api=True,
                                   devices=list(counted.devices))
+    install_batched_p2p()
     return name
-
-
-def _gloo_group(options: Any, backend_options: Any) -> Any:
-    from torch.distributed import ProcessGroupGloo
-
-    return ProcessGroupGloo(options.store, options.group_rank, options.group_size,
-                            options.timeout)
-
-
-def _mpi_group(options: Any, backend_options: Any) -> Any:
-    from harness.comm.mpi_group import _create_mpi_pg
-
-    return _create_mpi_pg(options, backend_options)
-
-
-def _nccl_group(options: Any, backend_options: Any) -> Any:
-    """torch's own NCCL process group with the job's timeout (its watchdog's) and any options
-    the caller gave; the wrapper only counts, NCCL runs every call on its own streams."""
-    from torch.distributed import ProcessGroupNCCL
-
-    nccl_options = backend_options if isinstance(backend_options, ProcessGroupNCCL.Options) \
-        else ProcessGroupNCCL.Options()
-    nccl_options._timeout = options.timeout
-    return ProcessGroupNCCL(options.store, options.group_rank, options.group_size, nccl_options)
-
-
-@dataclass(frozen=True)
-class Counted:
-    """A communication backend dtbench counts: the name its counting wrapper registers under,
-    the devices its tensors are on (NCCL's on the GPU), and how it makes the group it wraps
-    from torch's backend options."""
-
-    name: str
-    devices: tuple[str, ...]
-    inner: Callable[[Any, Any], Any]
-
-
-COUNTED = {"gloo": Counted("dtbench_gloo", ("cpu",), _gloo_group),
-           "mpi": Counted("dtbench_mpi", ("cpu",), _mpi_group),
-           "nccl": Counted("dtbench_nccl", ("cuda",), _nccl_group)}

@@ -24,7 +24,7 @@ from harness.machine.fingerprint import (
 )
 from harness.microbench.collectives import CommResult, fold, parse_ops, parse_sizes
 from harness.records.record import Metric, build_record, measured, new_run_id, utc_now
-from harness.run.guard import check_threads
+from harness.run.guard import check_rendezvous, check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
 from harness.store.targets import destination, open_writer
@@ -98,6 +98,7 @@ def command(args: argparse.Namespace) -> int:
     spec = CommSpec(comm=args.comm, launcher=args.launcher, nproc_per_node=nprocs[0],
                     nnodes=args.nnodes or 1, ops=parse_ops(args.op), sizes=parse_sizes(args.sizes),
                     iters=args.iters, warmup=args.warmup, threads=args.threads or 1)
+    check_rendezvous(spec, launch_options(args))
     check_threads(spec.world_size if spec.nnodes == 1 else spec.nproc_per_node, spec.threads,
                   args.oversubscribe)
     if spec.comm == "none":

@@ -27,7 +27,7 @@ from harness.core.fields import (
 from harness.core.interrupts import Interrupted
 from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.records.provenance import Provenance
-from harness.run.guard import check_all
+from harness.run.guard import check_all, check_rendezvous
 from harness.run.plan import MULTI_KEYS, plan_runs
 from harness.run.progress import Progress
 from harness.run.runner import Runner
@@ -175,6 +175,8 @@ def command(args: argparse.Namespace) -> int:
     json_file = json_target(args, store.root)
     _preflight_data([spec for spec, _ in planned])
     check_all([spec for spec, _ in planned], args.oversubscribe)
+    for spec, _ in planned:
+        check_rendezvous(spec, launch)
     store.ensure_writable()
     store.reconcile_index()
 

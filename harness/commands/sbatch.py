@@ -172,6 +172,10 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
             raise UsageError(
                 f"run {spec.label()} needs {spec.nnodes} node(s) x {spec.nproc_per_node} "
                 f"rank(s); the allocation has {nodes} x {ntasks_per_node}")
+    gpu_ranks = max((spec.nproc_per_node for spec in specs if spec.backend == "cuda"), default=0)
+    if gpus_per_node is not None and gpu_ranks > gpus_per_node:
+        raise UsageError(f"{gpu_ranks} GPU rank(s) per node but --gpus-per-node {gpus_per_node}: "
+                         "srun gives each GPU rank its own GPU; ask for one per rank")
     whole_node = cpus_per_task is None and gpus_per_node is not None
     if cpus_per_task is None and not whole_node:
         cpus_per_task = max([int(run.get("threads") or 0) for run in loaded.runs] + [1])

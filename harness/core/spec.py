@@ -53,9 +53,9 @@ def performance_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {k: environ[k] for k in sorted(environ) if k.startswith(PERF_ENV_PREFIXES)}
 
 
-_PEAK_HELP = ("where peak_flops (the MFU denominator) comes from: in-run (timed before the "
-              "warm-up and after the measured steps; default) or cached (the highest reading "
-              "of `dtbench peak` on this hardware); DTBENCH_PEAK sets the default")
+_PEAK_HELP = ("a CPU's MFU denominator: in-run (timed before the warm-up and after the steps; "
+              "default) or cached (the best `dtbench peak` here); a GPU's is each device's "
+              "sustained peak, in-run readings beside it; DTBENCH_PEAK sets the default")
 _COMPILE_HELP = ("torch.compile: on, off, auto (the choice cached for this hardware and "
                  "configuration, else time eager against compiled steps now and cache the "
                  "faster) or default (the cached choice where one exists, else eager); a bare "
@@ -313,11 +313,11 @@ class LaunchOptions:
     node_rank: int = declare(0, "--node-rank", type=non_negative_int, metavar="K",
                              help="this node's rank in a torchrun-style multi-node run (default "
                              "{default})")
-    master_addr: str | None = declare(None, "--master-addr", metavar="HOST",
-                                      help="the rendezvous host of a multi-node run (default "
-                                      "127.0.0.1)")
+    master_addr: str | None = declare(None, "--master-addr", metavar="HOST", help="rendezvous "
+                                      "host (default 127.0.0.1 on one node, this host across "
+                                      "nodes under mpirun/srun; torchrun across nodes needs it)")
     master_port: int = declare(0, "--master-port", type=positive_int, metavar="PORT",
-                               help="the rendezvous port (default: a free one)")
+                               help="rendezvous port (default a free one; as --master-addr)")
     hostfile: str | None = declare(None, "--hostfile", metavar="FILE",
                                    help="mpirun's host file for a multi-node MPI run")
     rank_timeout: float = declare(120.0, "--rank-timeout", type=positive_int, metavar="S",

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,11 @@ def machine_info() -> dict[str, Any]:
     interconnect, and the ISA oneDNN dispatches to. A record of a multi-node run also lists
     every node's (`per_node`, see node_summary)."""
     from backends.cpu import onednn_isa
+    from backends.gpu_topology import gpu_topology
     from backends.nvml import gpu_inventory
 
     cpu = cpu_fingerprint()
+    gpus = gpu_inventory()
     return with_hardware_key({
         "machine_id": machine_id(),
         "hardware_key": "",  # filled in below, from the fields it hashes
@@ -84,7 +87,8 @@ def machine_info() -> dict[str, Any]:
         "cpus_usable": len(os.sched_getaffinity(0)),
         "ram_bytes": psutil.virtual_memory().total,
         "onednn_isa": onednn_isa(),
-        "gpus": gpu_inventory(),
+        "gpus": gpus,
+        "gpu_topology": gpu_topology() if gpus else None,
         "nodes": 1,
         "interconnect": interconnect(),
         "microarchitecture": microarchitecture(cpu),
@@ -103,7 +107,7 @@ def node_summary(machine: dict[str, Any], env: dict[str, str] | None = None
     spec's `env` is the launching node's)."""
     keep = ("hostname", "hardware_key", "cpu_vendor", "cpu_model", "cpu_family",
             "cpu_model_number", "cpu_stepping", "cpu_microcode", "cpus_usable", "ram_bytes",
-            "isa_flags", "onednn_isa", "gpus", "interconnect")
+            "isa_flags", "onednn_isa", "gpus", "gpu_topology", "interconnect")
     return {**{key: machine.get(key) for key in keep}, "env": dict(env or {})}
 
 
@@ -170,20 +174,45 @@ def software_info(include_mpi: bool = True) -> dict[str, Any]:
     }
 
 
+def _git(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                          timeout=30, check=True, env=env).stdout.strip()
+
+
+def working_tree_hash(root: Path) -> str | None:
+    """The git tree of the files as they are: tracked and untracked files that git does not
+    ignore, as `git add -A; git write-tree` would record them, computed in a scratch index
+    and object directory (the checkout's index and objects are left as they are). Equal to
+    `git rev-parse COMMIT^{tree}` exactly when the files are that commit's."""
+    try:
+        index = Path(_git(root, "rev-parse", "--path-format=absolute", "--git-path", "index"))
+        objects = _git(root, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+        with tempfile.TemporaryDirectory(prefix="dtbench-tree-") as scratch:
+            env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index"),
+                   "GIT_OBJECT_DIRECTORY": str(Path(scratch) / "objects"),
+                   "GIT_ALTERNATE_OBJECT_DIRECTORIES": objects}
+            Path(env["GIT_OBJECT_DIRECTORY"]).mkdir()
+            if index.is_file():  # its stat data spares hashing unchanged files again
+                shutil.copyfile(index, env["GIT_INDEX_FILE"])
+            _git(root, "add", "-A", env=env)
+            return _git(root, "write-tree", env=env) or None
+    except (subprocess.SubprocessError, OSError):
+        return None
+
+
 @cache
 def harness_info() -> dict[str, Any]:
+    """The dtbench that ran: its version, the checkout's commit, whether tracked files differ
+    from it, and the tree hash of the files that ran (`git_tree`, see working_tree_hash)."""
     root = Path(harness.__file__).resolve().parent.parent
     commit, dirty = None, None
     try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip() or None
-        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
-                                 "--untracked-files=no"], capture_output=True, text=True,
-                                timeout=10, check=True).stdout
-        dirty = bool(status.strip())
+        commit = _git(root, "rev-parse", "HEAD") or None
+        dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
     except (subprocess.SubprocessError, OSError):
         pass
-    return {"version": harness.__version__, "git_commit": commit, "dirty": dirty}
+    return {"version": harness.__version__, "git_commit": commit, "dirty": dirty,
+            "git_tree": working_tree_hash(root) if commit else None}
 
 
 def with_nodes(machine: dict[str, Any], nnodes: int,

@@ -10,11 +10,13 @@ only torch.mm would understate the fp32 peak by half on such CPUs and let MFU ex
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,10 @@ class PeakResult:
     burst_flops: float | None = None
     sustained_s: float | None = None
     clocks: dict[str, Any] | None = None
+    # The device measured (a GPU's UUID) and what of its configuration bounds its peak (power
+    # limit, clocks) when it was: the cache holds the peak of that device as it is.
+    device_key: str | None = None
+    device_state: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,6 +187,9 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
     settings = backend.configure(threads, precision)
     device = device or backend.device()
     dtype = DTYPES[precision]
+    sustain = SUSTAIN_S.get(device.type, 0.0) if sustain_s is None else sustain_s
+    key = backend.device_key(device) if sustain > 0 else None
+    state = backend.device_state(device) if key else None
     per_size: dict[str, float] = {}
     spent: dict[str, float] = {}
     last_call: dict[str, float] = {}
@@ -199,7 +208,6 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
             per_size[f"{engine} {n}"] = 2 * n**3 / last_call[engine]
     best = max(per_size, key=per_size.__getitem__)
     burst = per_size[best]
-    sustain = SUSTAIN_S.get(device.type, 0.0) if sustain_s is None else sustain_s
     sustained = clocks = None
     if sustain > 0:
         engine, _, size = best.rpartition(" ")
@@ -220,29 +228,63 @@ def measure_peak(backend_name: str, precision: str, threads: int = 0, reps: int 
         memory_bandwidth=bandwidth, per_size=per_size,
         measured_at=dt.datetime.now(dt.UTC).isoformat(), torch=torch.__version__,
         burst_flops=burst if sustained is not None else None,
-        sustained_s=sustain if sustained is not None else None, clocks=clocks)
+        sustained_s=sustain if sustained is not None else None, clocks=clocks,
+        device_key=key, device_state=state)
 
 
 IN_RUN_BUDGET_S = 0.3
+# The share of a device's free memory an in-run probe may take, and the smallest copy that
+# still measures bandwidth rather than launch latency.
+PROBE_SHARE = 0.5
+MIN_COPY_BYTES = 64 * 2**20
+
+
+def gemm_bytes(n: int, precision: str) -> int:
+    """Device bytes one GEMM size of the probe holds at once: a float32 operand drawn before
+    its cast, two operands and the product in the precision."""
+    return n * n * (4 + 3 * DTYPES[precision].itemsize)
+
+
+def probe_plan(free_bytes: int, precision: str, device_type: str = "cuda"
+               ) -> tuple[tuple[int, ...], int] | str:
+    """The GEMM sizes and copy bytes an in-run probe can hold within PROBE_SHARE of the
+    device's free memory (measured after the model is placed), or why it cannot run."""
+    budget = int(free_bytes * PROBE_SHARE)
+    copy = min(COPY_BYTES.get(device_type, COPY_BYTES["cuda"]), budget // 4)
+    sizes = tuple(n for n in GEMM_SIZES.get(device_type, GEMM_SIZES["cuda"])
+                  if gemm_bytes(n, precision) + 2 * copy <= budget)
+    smallest = GEMM_SIZES.get(device_type, GEMM_SIZES["cuda"])[0]
+    if not sizes or copy < MIN_COPY_BYTES:
+        need = (gemm_bytes(smallest, precision) + 2 * MIN_COPY_BYTES) / PROBE_SHARE
+        return (f"{free_bytes / 2**30:.2f} GiB free on the device after the model is placed; "
+                f"the smallest probe needs {need / 2**30:.2f} GiB free: skipped")
+    return sizes, copy
 
 
 def in_run_reading(backend_name: str, precision: str, threads: int, device: torch.device,
                    when: str, backend: Any = None) -> dict[str, Any]:
     """A quick peak reading inside a run (`when` = before/after the measured steps): the same
-    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine.
+    GEMMs and copy as `dtbench peak`, on a shorter time budget per engine; on a device with
+    its own memory, only the sizes that fit in the memory the run left free (probe_plan), or
+    none, with the reason (`skipped`).
 
     The training around it must go on as without it: the operands come from a private
     generator, the random streams are forked besides (nothing in the reading can advance
     them), and the thread count the rank trains with is restored. `backend` is the rank's
     own, bound to `device`: a fresh one must not pick a device of its own.
     """
+    free = backend.free_memory(device) if backend is not None else None
+    plan = probe_plan(free, precision, device.type) if free is not None else ((), None)
+    if isinstance(plan, str):
+        return {"when": when, "skipped": plan}
     threads_before = torch.get_num_threads()
     devices = [device.index or 0] if device.type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=devices):
             result = measure_peak(backend_name, precision, threads, reps=5,
                                   budget_s=IN_RUN_BUDGET_S, device=device, sustain_s=0.0,
-                                  backend=backend)
+                                  backend=backend, gemm_sizes=plan[0] or None,
+                                  copy_bytes=plan[1])
     finally:
         torch.set_num_threads(threads_before)
     return {"when": when, "flops": result.flops, "memory_bandwidth": result.memory_bandwidth,
@@ -250,9 +292,13 @@ def in_run_reading(backend_name: str, precision: str, threads: int, device: torc
             "measured_at": result.measured_at}
 
 
-def _cache_key(backend: str, device_name: str, precision: str, threads: int) -> str:
-    """The cache entry of a device, keyed by the hardware (not machine_id, which VMs built
-    from one image share whatever CPU they land on)."""
+def _cache_key(backend: str, device_name: str, precision: str, threads: int,
+               device_key: str | None = None) -> str:
+    """The cache entry of a device: a GPU by its UUID (each board its own peak); otherwise
+    keyed by the hardware (not machine_id, which VMs built from one image share whatever CPU
+    they land on)."""
+    if device_key:
+        return f"{device_key}|{backend}|{precision}|{torch.__version__}"
     from harness.machine.hardware import local_hardware_key
 
     return (f"{local_hardware_key()}|{backend}|{device_name}|{precision}|threads={threads}|"
@@ -272,31 +318,42 @@ def _read_cache() -> dict[str, Any]:
 
 
 def store_peak(result: PeakResult) -> PeakResult:
-    """Remember the best measurement so far and return it.
+    """Remember a measurement and return the peak to use.
 
-    A shared host's GEMM rate swings (here bf16 went between ~390 and ~770 GFLOP/s within
-    an hour); a peak is a capability, so the highest sustained measurement is kept, and a
-    measurement taken in a slow moment cannot push MFU above 1 later. A cache that cannot
-    be written only costs a re-measure.
+    A device measured by its key (a GPU's UUID) is cached as it was just measured: a board
+    whose power limit or clocks were capped reads capped, and the entry holds only while
+    they stay as they were (cached_peak). A CPU's rate on a shared host swings (here bf16
+    went between ~390 and ~770 GFLOP/s within an hour); its peak is a capability, so the
+    highest measurement is kept, and one taken in a slow moment cannot push MFU above 1
+    later. A cache that cannot be written only costs a re-measure; the children that
+    measure a node's GPUs at once write it one at a time.
     """
-    key = _cache_key(result.backend, result.device_name, result.precision, result.threads)
+    key = _cache_key(result.backend, result.device_name, result.precision, result.threads,
+                     result.device_key)
     try:
         _cache_file().parent.mkdir(parents=True, exist_ok=True)
-        cache = _read_cache()
-        previous = cache.get(key)
-        if isinstance(previous, dict) and previous.get("flops", 0) >= result.flops:
-            return PeakResult(**previous)
-        cache[key] = result.as_dict()
-        write_atomic(_cache_file(), json.dumps(cache, indent=1))
+        with open(_cache_file().with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            cache = _read_cache()
+            previous = cache.get(key)
+            if result.device_key is None and isinstance(previous, dict) \
+                    and previous.get("flops", 0) >= result.flops:
+                return PeakResult(**previous)
+            cache[key] = result.as_dict()
+            write_atomic(_cache_file(), json.dumps(cache, indent=1))
     except (OSError, TypeError):
         pass
     return result
 
 
-def cached_peak(backend_name: str, device_name: str, precision: str,
-                threads: int) -> PeakResult | None:
-    entry = _read_cache().get(_cache_key(backend_name, device_name, precision, threads))
-    if not isinstance(entry, dict):
+def cached_peak(backend_name: str, device_name: str, precision: str, threads: int,
+                device_key: str | None = None,
+                device_state: dict[str, Any] | None = None) -> PeakResult | None:
+    """The cached peak, or None; for a keyed device, None also when its state (power limit,
+    clocks) is not the one it was measured in."""
+    entry = _read_cache().get(_cache_key(backend_name, device_name, precision, threads,
+                                         device_key))
+    if not isinstance(entry, dict) or (device_key and entry.get("device_state") != device_state):
         return None
     try:
         return PeakResult(**entry)
@@ -304,34 +361,41 @@ def cached_peak(backend_name: str, device_name: str, precision: str,
         return None
 
 
-def peak_for(backend_name: str, device_name: str, precision: str, threads: int) -> PeakResult:
-    """The cached peak for this machine and configuration, measured now if there is none."""
-    found = cached_peak(backend_name, device_name, precision, threads)
+def peak_for(backend_name: str, device_name: str, precision: str, threads: int,
+             device: torch.device | None = None, backend: Any = None) -> PeakResult:
+    """The cached peak of this device and configuration, measured now if there is none (or,
+    for a keyed device, if it changed since)."""
+    key = backend.device_key(device) if backend is not None and device is not None else None
+    state = backend.device_state(device) if key else None
+    found = cached_peak(backend_name, device_name, precision, threads, key, state)
     if found is None:
-        found = store_peak(measure_peak(backend_name, precision, threads))
+        found = store_peak(measure_peak(backend_name, precision, threads, device=device,
+                                        backend=backend))
     return found
 
 
-def device_peak(backend_name: str, precision: str, threads: int) -> PeakResult:
-    """The cached or newly measured peak of the backend's first device, in this process."""
+def device_peak(backend_name: str, precision: str, threads: int, index: int = 0) -> PeakResult:
+    """The cached or newly measured peak of the backend's device `index`, in this process."""
     from backends import COMPUTE_BACKENDS
 
     backend = COMPUTE_BACKENDS.get(backend_name)()
-    return peak_for(backend_name, backend.device_name(backend.device(0)), precision, threads)
+    device = backend.device(index)
+    return peak_for(backend_name, backend.device_name(device), precision, threads, device,
+                    backend)
 
 
 def peak_in_own_process(backend_name: str, precision: str, threads: int,
-                        timeout_s: float = 900.0) -> PeakResult:
+                        timeout_s: float = 900.0, index: int = 0) -> PeakResult:
     """device_peak in a child process: a GPU measured (or only named) from the process that
     launches the ranks would keep a CUDA context, and the probe's cached memory, on it while
     they run. RuntimeError with the child's last words when it fails."""
     root = str(Path(__file__).resolve().parents[2])
     code = ("import json, sys; from harness.microbench.peak import device_peak; "
-            "print(json.dumps(device_peak(sys.argv[1], sys.argv[2], int(sys.argv[3]))"
-            ".as_dict()))")
+            "print(json.dumps(device_peak(sys.argv[1], sys.argv[2], int(sys.argv[3]), "
+            "int(sys.argv[4])).as_dict()))")
     try:
         done = subprocess.run([sys.executable, "-c", code, backend_name, precision,
-                               str(threads)], capture_output=True, text=True,
+                               str(threads), str(index)], capture_output=True, text=True,
                               timeout=timeout_s, cwd=root)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"the {backend_name} peak probe took over {timeout_s:.0f} s") \
@@ -341,3 +405,12 @@ def peak_in_own_process(backend_name: str, precision: str, threads: int,
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"the {backend_name} peak probe failed: {tail}")
     return PeakResult(**json.loads(lines[-1]))
+
+
+def node_peaks(backend_name: str, precision: str, threads: int, devices: int,
+               timeout_s: float = 900.0) -> list[PeakResult]:
+    """The peak of each of this node's first `devices` devices, each in a child process of its
+    own and all at once (a GPU's sustained run takes its 10 s on its own board)."""
+    with ThreadPoolExecutor(max_workers=max(1, devices)) as pool:
+        return list(pool.map(lambda index: peak_in_own_process(
+            backend_name, precision, threads, timeout_s, index), range(devices)))

@@ -1,12 +1,12 @@
 """The site's fleet page: the nodes whose `dtbench doctor` records the site holds, each figure
-across them against the fleet median, and the nodes that stand out (harness/compare/fleet.py's
+across them against the fleet median, and the nodes that stand out (harness/doctor/fleet.py's
 median-absolute-deviation rule)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from harness.compare.fleet import fleet, outlier_lines
+from harness.doctor.fleet import fleet, outlier_lines
 from harness.publish.page import e, render_page
 from harness.report.html import render_table
 from harness.report.model import Table

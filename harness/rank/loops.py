@@ -31,12 +31,16 @@ def _no_progress(phase: str, done: int, total: int) -> None:
 
 
 def _peak_reading(trainer: Trainer, result: RankResult, when: str) -> None:
-    """With --peak in-run, time the device's GEMM peak and copy bandwidth now."""
+    """With --peak in-run, time the device's GEMM peak and copy bandwidth now: on a GPU, at
+    sizes that fit the memory the model and its steps left free (the allocator's cached
+    blocks given back first), or not at all, with the reason (microbench/peak.probe_plan)."""
     spec = trainer.spec
     if spec.peak != "in-run":
         return
     from harness.microbench.peak import in_run_reading
 
+    if trainer.device.type == "cuda":
+        trainer.backend.release_freed_memory(trainer.device)
     threads = int(trainer.settings.get("threads", spec.threads))
     result.peak_readings.append(in_run_reading(spec.backend, spec.precision, threads,
                                                trainer.device, when, trainer.backend))

@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from harness.comm.meter import COUNTED, CommMeter
+    from harness.comm.nccl_log import debug_environment, read_rank_log
     from harness.comm.paramserver import LOST_DIR_VAR
     from harness.rank.environment import (
         RankReporter,
@@ -62,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         # any other would record a zero for every step (harness/run/collect.py notes why).
         meter = CommMeter() if spec.kind == "train" and spec.comm in COUNTED \
             else None
+        nccl_log = run_dir.path / f"nccl-rank{who.rank}.log"
+        own_debug = debug_environment(nccl_log) \
+            if spec.comm == "nccl" and spec.kind == "train" else {}
+        os.environ.update(own_debug)  # read by NCCL when it first logs
         device = bind_device(spec, who)
         if spec.comm != "none":
             init_comm(spec, who, args.timeout, meter, device, args.comm_timeout)
@@ -80,12 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = run_throughput(spec, who.rank, who.local_rank,
                                     progress=reporter.heartbeat, meter=meter)
+        if own_debug and not isinstance(report, dict):
+            report.nccl = read_rank_log(nccl_log)
         if spec.nnodes > 1 and who.local_rank == 0:
             # Every node's own fingerprint, not rank 0's only: nodes may differ.
             from harness.core.spec import performance_env
             from harness.machine.fingerprint import machine_info, node_summary
 
-            node = node_summary(machine_info(), performance_env())
+            seen = {k: v for k, v in os.environ.items() if k not in own_debug}
+            node = node_summary(machine_info(), performance_env(seen))
             if isinstance(report, dict):
                 report["node"] = node
             else:

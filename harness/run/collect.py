@@ -82,8 +82,8 @@ def stated_precision(metric: Metric, target: float | None) -> None:
                                     "met": achieved <= target if target is not None else None}
 
 
-def collect_run(spec: RunSpec, ranks: list[RankResult], peak: PeakResult | None,
-                store: Store) -> Collected:
+def collect_run(spec: RunSpec, ranks: list[RankResult],
+                peak: PeakResult | list[PeakResult] | None, store: Store) -> Collected:
     """Metrics and notes of a run whose ranks reported (nothing for one that never ran)."""
     if not ranks:
         return Collected()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import human_bytes
 
 # Threads per usable core beyond which a run is refused (time-slicing, not a measurement).
@@ -108,3 +109,31 @@ def check_threads(ranks: int, threads: int, oversubscribe: bool) -> None:
                          f"{cores} usable core(s): more than {MAX_THREADS_PER_CORE} threads per "
                          "core would measure time-slicing; use fewer ranks, or add "
                          "--oversubscribe to run anyway")
+
+
+def check_rendezvous(spec: Any, launch: LaunchOptions) -> None:
+    """UsageError, naming the options, for torchrun across nodes without --master-addr and
+    --master-port: each node's dtbench would pick its own host name and a free port of its
+    own, and every node would rendezvous with itself until the rank timeout. (mpirun and srun
+    start every node's ranks from the first node, which picks both for all of them.)"""
+    if spec.launcher != "torchrun" or spec.nnodes <= 1:
+        return
+    missing = [option for option, given in (("--master-addr", launch.master_addr),
+                                             ("--master-port", launch.master_port)) if not given]
+    if missing:
+        raise UsageError(f"--launcher torchrun across {spec.nnodes} nodes needs "
+                         f"{' and '.join(missing)}: the first node's address and a free port "
+                         "on it, the same on every node (else each node would rendezvous with "
+                         "itself)")
+
+
+def rank_threads(spec: Any, cores: int | None = None) -> int | None:
+    """The OpenMP threads of a rank (OMP_NUM_THREADS): --threads where given; for a GPU rank
+    without it, the node's usable cores divided among its ranks (one per GPU), as srun's
+    --cpus-per-task gives them (torchrun would otherwise set 1); None for a CPU run without
+    --threads (torch's own default)."""
+    if spec.threads:
+        return int(spec.threads)
+    if spec.backend != "cuda":
+        return None
+    return max(1, (cores or usable_cores()) // max(1, spec.nproc_per_node))

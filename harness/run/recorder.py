@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from harness.comm.nccl_log import nccl_summary
 from harness.core.errors import RunFailed, SkipRun, status_of
 from harness.machine.fingerprint import harness_info, machine_info, software_info, with_nodes
 from harness.records.provenance import Provenance
@@ -68,6 +69,7 @@ class Recorder:
             notes[switch] = choice.as_dict()
         if verdict.traceback_tail:
             notes["traceback_tail"] = verdict.traceback_tail
+        nccl = nccl_summary([rank.nccl for rank in ranks])
         return build_record(
             run_id=run_id, created=created, status=verdict.status, error=verdict.error,
             harness=harness_info(), machine=machine, software=software,
@@ -75,4 +77,5 @@ class Recorder:
             events=ranks[0].events if ranks else [],
             extra={"spec_key": spec.key(), "code": self._code_under_test(), "notes": notes,
                    **({"load": load} if load is not None else {}),
+                   **({"nccl": nccl} if nccl is not None else {}),
                    **({"trajectory": collected.trajectory} if collected.trajectory else {})})

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from harness.core.spec import RunSpec
 from harness.core.text import one_line
-from harness.microbench.peak import PeakResult, device_peak, peak_in_own_process
+from harness.microbench.peak import PeakResult, device_peak, node_peaks
 from harness.run.autocompile import Choice, ipex_unusable, settle_all
 
 
@@ -20,7 +20,8 @@ class Settled:
     spec: RunSpec
     skip: str | None = None
     choices: dict[str, Choice] = field(default_factory=dict)
-    peak: PeakResult | None = None
+    # a CPU node's peak, or (GPUs) the sustained peak of each GPU the node's ranks use
+    peak: PeakResult | list[PeakResult] | None = None
 
 
 def unavailable_reason(spec: RunSpec) -> str | None:
@@ -43,18 +44,29 @@ def unavailable_reason(spec: RunSpec) -> str | None:
     return STRATEGIES.get(spec.strategy).unsupported(spec)
 
 
-def cached_peak(spec: RunSpec) -> PeakResult:
+def cached_peak(spec: RunSpec) -> PeakResult | list[PeakResult]:
     """The peak of the node the ranks run on, from the per-machine cache (measured now where
     it holds none): the ranks of a CPU node share its cores, so its peak is at their threads
-    together."""
+    together. A backend that probes in a process of its own (CUDA) gives each device the
+    node's ranks use its own sustained peak, by the device's UUID, each in a child process."""
     from backends import COMPUTE_BACKENDS
 
     backend_class = COMPUTE_BACKENDS.get(spec.backend)
     threads = backend_class().rank_threads(spec.threads)
+    if backend_class.probes_in_own_process:
+        return node_peaks(spec.backend, spec.precision, threads, _node_devices(spec))
     if spec.backend == "cpu":
         threads *= spec.nproc_per_node
-    measure = peak_in_own_process if backend_class.probes_in_own_process else device_peak
-    return measure(spec.backend, spec.precision, threads)
+    return device_peak(spec.backend, spec.precision, threads)
+
+
+def _node_devices(spec: RunSpec) -> int:
+    """The devices this node's ranks take: one each, fewer where --share-gpu puts several
+    ranks on the devices this process sees."""
+    from harness.run.guard import visible_gpus
+
+    seen = visible_gpus() if spec.backend == "cuda" else 0
+    return max(1, min(spec.nproc_per_node, seen) if seen else spec.nproc_per_node)
 
 
 def settle(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Settled:
@@ -66,6 +78,8 @@ def settle(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Settled:
     if {spec.compile_mode, spec.ipex_mode} & {"auto", "default"}:
         progress("settling IPEX and compile", 0, 1)
         settled.spec, settled.choices = settle_all(spec)
-    if spec.peak == "cached":
+    if spec.peak == "cached" or spec.backend == "cuda":
+        # On a GPU the MFU denominator is always each device's sustained peak; an in-run
+        # reading is a burst, recorded beside it (harness/collectors/flops.py).
         settled.peak = cached_peak(settled.spec)
     return settled

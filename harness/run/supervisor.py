@@ -22,6 +22,7 @@ import psutil
 from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
 from harness.core.spec import LaunchOptions
+from harness.run.guard import check_rendezvous, rank_threads
 from harness.run.losses import LossBook
 from harness.run.ranklogs import last_error_line, traceback_tail
 from harness.rundir import (
@@ -110,10 +111,11 @@ class Supervisor:
         env = dict(os.environ)
         # mpirun/srun ranks find rank 0 themselves (comm/mpi_group.py broadcasts its addresses); an
         # address is only imposed on them when the user gave one.
+        check_rendezvous(self.spec, self.launch)
         address = self.launch.master_addr
         if address is None and self.spec.comm != "mpi":
-            # gloo/nccl need a rendezvous host: this one (srun runs from the allocation's
-            # first node; torchrun and local ranks start here).
+            # gloo/nccl need a rendezvous host: this one (srun and mpirun start every node's
+            # ranks from here; local ranks start here; torchrun across nodes was given one).
             address = socket.gethostname() if self.spec.nnodes > 1 else "127.0.0.1"
         port = self.launch.master_port or free_port(address or "127.0.0.1")
         self.launch = dataclasses.replace(self.launch, master_addr=address or "127.0.0.1",
@@ -124,8 +126,9 @@ class Supervisor:
             env["MASTER_ADDR"] = address
         else:
             env.pop("MASTER_ADDR", None)
-        if self.spec.backend == "cpu" and self.spec.threads:
-            env["OMP_NUM_THREADS"] = str(self.spec.threads)
+        threads = rank_threads(self.spec)  # a GPU rank's share of the cores unless given
+        if threads and (self.spec.threads or "OMP_NUM_THREADS" not in env):
+            env["OMP_NUM_THREADS"] = str(threads)
         root = str(Path(__file__).resolve().parents[2])  # this checkout, for the ranks
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         return env

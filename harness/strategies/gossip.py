@@ -27,12 +27,9 @@ class Gossip(Strategy):
     step_model = "harness.predict.dataparallel:gossip"
     summary = "gossip SGD: each rank averages parameters with its ring neighbours every step"
     family = "decentralized"
-    engine = "torch.distributed isend/irecv between ring neighbours"
+    engine = "torch.distributed batch_isend_irecv between ring neighbours"
     replicas_agree = False  # neighbours agree only in the limit
     one_model = False  # each rank steps its own copy between averages
-    comms = ("gloo", "mpi")
-    comm_reason = ("it sends to and receives from each neighbour one call at a time, where "
-                   "NCCL needs point-to-point calls batched (batch_isend_irecv)")
     options: ClassVar[tuple[Option, ...]] = (
         Option("neighbours", int, 2, "peers each rank exchanges parameters with every step",
                minimum=1, assumption="the run mixes with both ring neighbours (rank-1 and "
@@ -59,10 +56,12 @@ class Gossip(Strategy):
         flat = torch.cat([p.detach().reshape(-1) for p in parameters])
         received = [torch.empty_like(flat) for _ in self.peers]
         with self.meter.kind("parameter") if self.meter is not None else _nothing():
-            works = [dist.isend(flat, peer) for peer in self.peers]
-            works += [dist.irecv(buffer, peer)
-                      for buffer, peer in zip(received, self.peers, strict=True)]
-            for work in works:
+            # One batch: on NCCL, sends issued one at a time wait for receives queued
+            # behind them (harness/comm/p2p.py batches them through the counting wrapper).
+            ops = [dist.P2POp(dist.isend, flat, peer) for peer in self.peers]
+            ops += [dist.P2POp(dist.irecv, buffer, peer)
+                    for buffer, peer in zip(received, self.peers, strict=True)]
+            for work in dist.batch_isend_irecv(ops):
                 work.wait()
         mixed = (flat + sum(received)) / (1 + len(self.peers))
         offset = 0

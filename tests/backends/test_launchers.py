@@ -7,6 +7,7 @@ import pytest
 
 from backends.base import Launcher, killed_by_cause
 from backends.launchers import LocalLauncher, MpirunLauncher, SlurmLauncher, TorchrunLauncher
+from harness.core.spec import LaunchOptions, RunSpec
 
 TORCHRUN, MPIRUN, SRUN, LOCAL = (TorchrunLauncher(), MpirunLauncher(), SlurmLauncher(),
                                  LocalLauncher())
@@ -113,3 +114,77 @@ def test_torchrun_marks_each_ranks_lines() -> None:
     assert TORCHRUN.rank_lines(lines, 1) == ["RuntimeError: x"]
     assert TORCHRUN.rank_lines(lines, 2) == []
     assert TORCHRUN.names_killed_ranks and SRUN.names_killed_ranks
+
+
+# -- GPU placement in the generated commands ---------------------------------------------------
+GPU_SPEC = RunSpec(workload="resnet50", backend="cuda", comm="nccl", nproc_per_node=4)
+RANK_ARGS = ["--run-dir", "/tmp/run"]
+
+
+def _value(argv: list[str], option: str) -> str | None:
+    found = [arg.split("=", 1)[1] for arg in argv if arg.startswith(option + "=")]
+    return found[0] if found else None
+
+
+def test_srun_gives_each_gpu_rank_a_gpu_its_peers_and_its_cores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One GPU per rank on each node, all of the step's GPUs visible to every task (NVLink
+    peer-to-peer kept under device cgroups), no CPU binding of srun's own choosing, the
+    node's CPUs divided among its GPU ranks."""
+    monkeypatch.setenv("SLURM_CPUS_ON_NODE", "64")
+    (command,) = SRUN.commands(GPU_SPEC.replace(nnodes=2, launcher="slurm"), LaunchOptions(),
+                               RANK_ARGS, [])
+    argv = command.argv
+    assert _value(argv, "--gpus-per-node") == "4" and _value(argv, "--gpu-bind") == "none"
+    assert _value(argv, "--cpu-bind") == "none" and _value(argv, "--cpus-per-task") == "16"
+    (cpu,) = SRUN.commands(GPU_SPEC.replace(backend="cpu", comm="gloo", launcher="slurm"),
+                           LaunchOptions(), RANK_ARGS, [])
+    assert not any(arg.startswith(("--gpus-per-node", "--gpu-bind")) for arg in cpu.argv)
+
+
+def test_mpirun_keeps_a_hosts_gpu_list_on_that_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    from backends import launchers
+
+    monkeypatch.setattr(launchers, "mpirun_path", lambda: "/usr/bin/mpirun")
+    monkeypatch.setattr(launchers, "is_open_mpi", lambda path: True)
+    forward = ["MASTER_PORT", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG"]
+    spec = GPU_SPEC.replace(launcher="mpirun")
+
+    def exported(nnodes: int) -> list[str]:
+        (command,) = MPIRUN.commands(spec.replace(nnodes=nnodes), LaunchOptions(hostfile="h"),
+                                     RANK_ARGS, forward)
+        return [command.argv[i + 1] for i, arg in enumerate(command.argv) if arg == "-x"]
+
+    assert exported(2) == ["MASTER_PORT", "NCCL_DEBUG"]
+    assert exported(1) == forward  # one host: its own list
+
+
+@pytest.mark.parametrize("binds", [True, False])
+def test_torchrun_binds_gpu_ranks_to_their_numa_node_where_it_can(
+        monkeypatch: pytest.MonkeyPatch, binds: bool) -> None:
+    from backends import launchers
+    from backends.numa import BOUND_BY_VAR
+
+    monkeypatch.setattr(launchers, "torchrun_binds_numa", lambda: binds)
+    launch = LaunchOptions(master_addr="node0", master_port=29500)
+    (command,) = TORCHRUN.commands(GPU_SPEC.replace(launcher="torchrun"), launch, RANK_ARGS, [])
+    flag = command.argv[command.argv.index("--numa-binding") + 1] \
+        if "--numa-binding" in command.argv else None
+    assert flag == ("exclusive" if binds else None)
+    # torchrun's own options, then the rank's module
+    assert command.argv.index("harness.rank.main") > command.argv.index("--monitor-interval")
+    if binds:
+        assert command.argv.index("harness.rank.main") > command.argv.index("--numa-binding")
+    assert (BOUND_BY_VAR in command.env) == binds  # the rank then leaves its placement alone
+    (cpu,) = TORCHRUN.commands(GPU_SPEC.replace(backend="cpu", comm="gloo",
+                                                launcher="torchrun"), launch, RANK_ARGS, [])
+    assert "--numa-binding" not in cpu.argv
+
+
+def test_this_torchruns_parser_takes_the_binding_dtbench_passes() -> None:
+    from torch.distributed.run import get_args_parser
+
+    from backends.launchers import NUMA_MODE
+
+    args = get_args_parser().parse_args(["--numa-binding", NUMA_MODE, "train.py"])
+    assert args.numa_binding == NUMA_MODE

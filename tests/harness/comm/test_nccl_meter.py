@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from harness.comm import meter as meter_module
+from harness.comm.inner import Counted
 from harness.comm.meter import CommMeter, CountingProcessGroup, register_counted_backend
 from harness.core.traffic import wire_bytes
 
@@ -29,7 +30,7 @@ def nccl_on_a_fake_group(monkeypatch: pytest.MonkeyPatch) -> Iterator[CommMeter]
         return FakeProcessGroup._create_internal(options.group_rank, options.group_size)
 
     monkeypatch.setitem(meter_module.COUNTED, "nccl",
-                        meter_module.Counted("dtbench_nccl", ("cpu",), fake))
+                        Counted("dtbench_nccl", ("cpu",), fake))
     meter = CommMeter()
     name = register_counted_backend("nccl", meter)
     assert name == "dtbench_nccl"
@@ -92,7 +93,7 @@ def test_every_nccl_group_keeps_the_ranks_bound_device(monkeypatch: pytest.Monke
         return FakeProcessGroup._create_internal(options.group_rank, options.group_size)
 
     monkeypatch.setitem(meter_module.COUNTED, "nccl",
-                        meter_module.Counted("dtbench_nccl", ("cpu", "cuda"), fake))
+                        Counted("dtbench_nccl", ("cpu", "cuda"), fake))
     gpu = torch.device("cuda", 2)
     name = register_counted_backend("nccl", CommMeter(), gpu)
     dist.init_process_group(name, store=FakeStore(), rank=1, world_size=4)

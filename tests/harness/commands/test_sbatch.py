@@ -228,3 +228,13 @@ def test_srun_gives_a_gpu_rank_its_share_of_the_node() -> None:
     assert srun_cpus_per_task(gpu.replace(backend="cpu", comm="gloo"), {}) == 1
     assert srun_cpus_per_task(gpu.replace(nproc_per_node=128),
                               {"SLURM_CPUS_ON_NODE": "64"}) == 1
+
+
+def test_a_gpu_script_gives_every_gpu_rank_its_own_gpu() -> None:
+    """Fewer GPUs than GPU ranks per node would put two ranks on one GPU (srun binds one per
+    rank): refused; as many passes."""
+    run = ["-w", "hep_cnn", "--backend", "cuda", "--comm", "nccl", "-n", "4"]
+    with pytest.raises(UsageError, match="4 GPU rank"):
+        write_sbatch("quick", gpus_per_node=2, run_args=run)
+    assert parse_sbatch_lines(write_sbatch("quick", gpus_per_node=4,
+                                           run_args=run))["--gpus-per-node"] == "4"

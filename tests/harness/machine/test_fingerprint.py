@@ -33,9 +33,9 @@ def test_software_info_has_the_record_keys() -> None:
     assert info["mpi"] is None
 
 
-def test_harness_info_names_version_commit_and_dirty_flag() -> None:
+def test_harness_info_names_version_commit_dirty_flag_and_tree() -> None:
     info = sysinfo.harness_info()
-    assert set(info) == {"version", "git_commit", "dirty"}
+    assert set(info) == {"version", "git_commit", "dirty", "git_tree"}
 
 
 def test_interconnect_picks_the_fastest_up_ethernet_link(monkeypatch: pytest.MonkeyPatch) -> None:

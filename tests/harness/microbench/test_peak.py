@@ -87,8 +87,8 @@ def test_peak_for_measures_once_and_caches(cache_dir: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, str, int]] = []
 
-    def measure(backend: str, precision: str, threads: int = 0) -> PeakResult:
-        calls.append((backend, precision, threads))
+    def measure(name: str, precision: str, threads: int = 0, **where: object) -> PeakResult:
+        calls.append((name, precision, threads))
         return fake(threads=threads)
 
     monkeypatch.setattr(peak, "measure_peak", measure)

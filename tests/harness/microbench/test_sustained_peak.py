@@ -173,11 +173,11 @@ def test_settling_a_gpu_run_measures_its_peak_in_a_child(monkeypatch: pytest.Mon
     from harness.run import settle
 
     assert CUDABackend.probes_in_own_process and not CPUBackend.probes_in_own_process
-    asked: list[tuple[str, str, int]] = []
+    asked: list[tuple[str, str, int, int]] = []
     monkeypatch.setattr(CPUBackend, "probes_in_own_process", True)
-    monkeypatch.setattr(settle, "peak_in_own_process",
-                        lambda *args: asked.append(args) or "from the child")
+    monkeypatch.setattr(settle, "node_peaks",
+                        lambda *args: asked.append(args) or "from the children")
     monkeypatch.setattr(settle, "device_peak", lambda *args: pytest.fail("measured here"))
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, threads=2)
-    assert settle.cached_peak(spec) == "from the child"
-    assert asked == [("cpu", "fp32", 2)]
+    assert settle.cached_peak(spec) == "from the children"
+    assert asked == [("cpu", "fp32", 2, 1)]  # one child per device the node's ranks use

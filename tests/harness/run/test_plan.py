@@ -205,7 +205,7 @@ def gpu_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     ({"nproc": 2, "comm": "gloo"}, "cpu", "gloo"),  # a gloo run is a host run
     ({"nproc": 2, "comm": "mpi", "launcher": "mpirun"}, "cpu", "mpi"),
     ({"nproc": 3, "strategy": "ps-async"}, "cpu", "gloo"),  # no NCCL for parameter servers
-    ({"nproc": 3, "strategy": "gossip"}, "cpu", "gloo"),
+    ({"nproc": 3, "strategy": "gossip"}, "cuda", "nccl"),  # batched point-to-point on NCCL
 ])
 def test_on_a_gpu_machine_the_planner_picks_what_can_run(
         gpu_machine: None, options: dict[str, Any], backend: str, comm: str) -> None:
@@ -219,8 +219,6 @@ def test_on_a_gpu_machine_the_planner_picks_what_can_run(
      "receive from any source"),
     ({"backend": "cuda", "comm": "nccl", "nproc": 3, "strategy": "downpour"},
      "receive from any source"),
-    ({"backend": "cuda", "comm": "nccl", "nproc": 2, "strategy": "gossip"},
-     "batch_isend_irecv"),
     ({"backend": "cuda", "comm": "nccl", "nproc": 2, "strategy": "hogwild"},
      "shared memory of one host"),
 ])

@@ -14,7 +14,7 @@ import pytest
 
 from backends import nvml
 from harness.core.datasheets import cpu_peak_estimate, datasheet_for
-from harness.run.doctor import (
+from harness.doctor.checks import (
     FAIL,
     PASS,
     WARN,

@@ -82,3 +82,17 @@ def outlier_lines(figures: list[Figure]) -> list[str]:
     return [f"{node}: {figure.name} {figure.values[node]:.4g} {figure.unit}, {share:+.0%} "
             f"against the fleet median {figure.median:.4g}"
             for figure in figures for node, share in sorted(figure.outliers.items())]
+
+
+def fleet_rows(figures: list[Figure]) -> list[list[str]]:
+    """The fleet table's rows: each figure's nodes, median, lowest and highest node, and the
+    nodes that stand out."""
+    rows = []
+    for figure in figures:
+        low = min(figure.values, key=figure.values.__getitem__)
+        high = max(figure.values, key=figure.values.__getitem__)
+        rows.append([figure.name.removeprefix("doctor_"), figure.unit, str(len(figure.values)),
+                     f"{figure.median:.4g}", f"{figure.values[low]:.4g} ({low})",
+                     f"{figure.values[high]:.4g} ({high})",
+                     ", ".join(sorted(figure.outliers)) or "-"])
+    return rows

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.compare.fleet import fleet, outlier_lines
+from harness.doctor.fleet import fleet, outlier_lines
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -1,10 +1,10 @@
-"""The node check (`dtbench doctor`): each check a value, what was expected, a verdict (pass,
-warn, fail) and the reason, from the pieces dtbench already measures — the GEMM peak and copy
-bandwidth, collective busbw between the node's ranks, NVML's view of each GPU's health — and
-the software and settings that move figures.
+"""The node check's verdicts (`dtbench doctor`): each check a value, what was expected, a
+verdict (pass, warn, fail) and the reason, from the pieces dtbench already measures — the GEMM
+peak and copy bandwidth, collective busbw between the node's ranks, NVML's view of each GPU's
+health — and the software and settings that move figures.
 
 Thresholds are stated where they apply (RATIO_VERDICTS). A check with no published or
-estimated expectation passes with its value: the fleet comparison (harness/compare/fleet.py)
+estimated expectation passes with its value: the fleet comparison (harness/doctor/fleet.py)
 is what tells whether such a figure is normal.
 """
 from __future__ import annotations
@@ -17,9 +17,15 @@ from typing import Any
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # (measured / expected) at or above the first figure passes, at or above the second warns,
 # below it fails: a datasheet is a ceiling a good node comes near; a CPU estimate is rougher.
+# A collective's busbw against the link between the node's GPUs (NVLink or PCIe, as NVML
+# reports it): nccl-tests' allreduce busbw comes near the per-GPU link bandwidth on a healthy
+# node (NVLink) or a good share of it (PCIe through the host).
 RATIO_VERDICTS = {"datasheet": (0.6, 0.4), "bandwidth datasheet": (0.7, 0.5),
-                  "estimate": (0.35, 0.15)}
+                  "estimate": (0.35, 0.15), "link": (0.5, 0.25)}
+# Message sizes of the collective checks: CPUs' at one size; GPUs' where busbw has left the
+# latency-bound range (nccl-tests' allreduce on NVLink flattens from about 256 MiB).
 COLLECTIVE_BYTES = 16 * 2**20
+GPU_COLLECTIVE_BYTES = (256 * 2**20, 1024 * 2**20)
 
 
 @dataclass
@@ -60,10 +66,11 @@ def ratio_verdict(measured: float, expected: float | None, kind: str) -> tuple[s
 
 
 def compute_checks(backend: str, machine: Mapping[str, Any], precisions: tuple[str, ...],
-                   measure: Callable[[str], Any]) -> list[NodeCheck]:
+                   measure: Callable[[str], Any], prefix: str = "") -> list[NodeCheck]:
     """GEMM peak per precision against the datasheet (GPUs) or the cores x clock x width
     estimate (CPUs), then the copy bandwidth against the datasheet's memory bandwidth. `measure`
-    gives a PeakResult for a precision (harness/microbench/peak.measure_peak)."""
+    gives a PeakResult for a precision (harness/microbench/peak.measure_peak); `prefix` names
+    the device ("gpu3_") where each GPU of the node is checked."""
     from harness.core.datasheets import cpu_peak_estimate, datasheet_for
     from harness.machine.names import microarchitecture
 
@@ -86,18 +93,18 @@ def compute_checks(backend: str, machine: Mapping[str, Any], precisions: tuple[s
         verdict, reason = ratio_verdict(result.flops, expected, kind)
         held = f"held {result.sustained_s:.0f} s, " if result.sustained_s else ""
         checks.append(NodeCheck(
-            f"gemm_{precision}", "compute", result.flops / 1e9, "GFLOP/s",
+            f"{prefix}gemm_{precision}", "compute", result.flops / 1e9, "GFLOP/s",
             f"{expected / 1e9:.0f} GFLOP/s ({source})" if expected else source, verdict,
             f"{held}{reason}", higher_is_better=True))
         if bandwidth is None:
             bandwidth = (result.memory_bandwidth,
                          sheet.memory_bandwidth if sheet is not None else None)
         if result.clocks:
-            checks += clock_checks(result.clocks, result.device_name, precision)
+            checks += clock_checks(result.clocks, result.device_name, precision, prefix)
     if bandwidth is not None:
         verdict, reason = ratio_verdict(bandwidth[0], bandwidth[1], "bandwidth datasheet")
         checks.append(NodeCheck(
-            "copy_bandwidth", "memory", bandwidth[0] / 1e9, "GB/s",
+            f"{prefix}copy_bandwidth", "memory", bandwidth[0] / 1e9, "GB/s",
             f"{bandwidth[1] / 1e9:.0f} GB/s (datasheet)" if bandwidth[1] else "none known",
             verdict, f"a large copy, bytes read + written; {reason}", higher_is_better=True))
     return checks
@@ -110,9 +117,10 @@ FAULT_REASONS = ("HwSlowdown", "HwThermalSlowdown", "HwPowerBrakeSlowdown")
 WARN_REASONS = ("SwThermalSlowdown", "BoardLimit", "Reliability")
 
 
-def clock_checks(clocks: Mapping[str, Any], device: str, precision: str) -> list[NodeCheck]:
+def clock_checks(clocks: Mapping[str, Any], device: str, precision: str,
+                 prefix: str = "") -> list[NodeCheck]:
     """The clocks read during one precision's sustained GEMM, judged by NVML's reasons."""
-    name = f"gpu_sm_clock_{precision}"
+    name = f"{prefix or 'gpu_'}sm_clock_{precision}"
     if "unavailable" in clocks:
         return [NodeCheck(name, "gpu", None, "", "read under load", WARN,
                           f"{device}: {clocks['unavailable']}")]
