@@ -1,4 +1,5 @@
-"""sbatch script generation (harness/commands/sbatch.py): its #SBATCH lines, command, checks.
+"""sbatch script generation (harness/run/sbatch.py, through the command in
+harness/commands/sbatch.py): its #SBATCH lines, command, checks.
 
 Submitting a generated script to a real one-node cluster is in
 tests/distributed/test_slurm.py (`sbatch --wait`).
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from harness.commands.arguments import Parser
-from harness.commands.sbatch import add_arguments, command, parse_sbatch_lines, write_sbatch
+from harness.commands.sbatch import add_arguments, command, write_sbatch
 from harness.core.errors import UsageError
+from harness.run.sbatch import parse_sbatch_lines
 
 SUITE_TOML = """
 name = "scaling"
