@@ -9,7 +9,7 @@ from importlib import import_module
 from typing import Any
 
 from harness import __version__
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser
 from harness.core.errors import EXIT_OK, EXIT_USAGE, SchemaError, UsageError
 
 # name -> (module under harness.commands, one-line help), in the order `dtbench -h` lists them

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import percentage
-from harness.commands.options import add_json_option
+from harness.commands.options import add_json_option, percentage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands.arguments import Parser, positive_int
-from harness.commands.options import add_json_option, json_target, write_json
+from harness.commands.options import Parser, add_json_option, json_target, positive_int, write_json
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.fields import count_list
 from harness.core.spec import SIZES

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.arguments import positive_int
-from harness.commands.options import add_json_option, json_replaces_text
+from harness.commands.options import add_json_option, json_replaces_text, positive_int
 from harness.core.errors import EXIT_OK
 from harness.core.spec import SIZES
 

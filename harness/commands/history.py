@@ -4,8 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import percentage
-from harness.commands.options import add_json_option, add_record_paths, json_target, write_json
+from harness.commands.options import (
+    add_json_option,
+    add_record_paths,
+    json_target,
+    percentage,
+    write_json,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

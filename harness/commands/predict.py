@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.arguments import int_list, positive_int
-from harness.commands.options import add_backend_option, add_json_option
+from harness.commands.options import add_backend_option, add_json_option, int_list, positive_int
 from harness.core.spec import PRECISIONS, SIZES
 from harness.predict.command import DEFAULT_NODES
 

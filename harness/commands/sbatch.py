@@ -7,8 +7,7 @@ import shlex
 import sys
 from typing import Any
 
-from harness.commands.arguments import positive_int
-from harness.commands.options import RenamedOption, add_output_options
+from harness.commands.options import Parser, RenamedOption, add_output_options, positive_int
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file
 from harness.run.sbatch import DEFAULT_LOG, DEFAULT_TIME, sbatch_script
@@ -16,7 +15,6 @@ from harness.run.sbatch import DEFAULT_LOG, DEFAULT_TIME, sbatch_script
 
 def _plan(suite: str, run_args: list[str]) -> tuple[Any, list[Any]]:
     """The suite and its planned specs with `run_args` applied (validates both)."""
-    from harness.commands.arguments import Parser
     from harness.commands.run import _cli_options
     from harness.commands.run import add_arguments as add_run_arguments
     from harness.run.plan import plan_runs

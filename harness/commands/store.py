@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser
 from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from harness.core.outputs import clean_text
 

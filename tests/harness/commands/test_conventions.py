@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.arguments import shown_default
 from harness.commands.cli import SUBCOMMANDS, build_parser, main
-from harness.commands.options import JsonOption
+from harness.commands.options import JsonOption, shown_default
 from tests.harness.report.report_records import training
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser
 from harness.commands.sbatch import add_arguments, command, write_sbatch
 from harness.core.errors import UsageError
 from harness.run.sbatch import parse_sbatch_lines
