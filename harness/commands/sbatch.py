@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--script", metavar="FILE",
                         help="write the script to FILE, executable (default: stdout)")
     parser.add_argument("-o", "--output", dest="script", metavar="FILE", action=RenamedOption,
-                        renamed_to="--script", help="the older spelling of --script")
+                        renamed_to="--script")
     parser.add_argument("--nodes", type=positive_int,
                         help="nodes of the job and of every run (default: the suite's largest)")
     parser.add_argument("--ntasks-per-node", type=positive_int,
@@ -49,20 +49,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpus-per-task", type=positive_int,
                         help="CPUs (threads) per rank (default: the suite's threads, else 1)")
     parser.add_argument("--gpus-per-node", type=positive_int,
-                        help="#SBATCH --gpus-per-node (then whole nodes, unless --cpus-per-task)")
+                        help="#SBATCH --gpus-per-node, then whole nodes unless --cpus-per-task "
+                        "(default: none, a CPU job)")
     parser.add_argument("--time", default=DEFAULT_TIME, help="#SBATCH --time, the job's limit")
     parser.add_argument("--job-name", help="#SBATCH --job-name (default dtbench-SUITE)")
-    parser.add_argument("--partition", help="#SBATCH --partition")
-    parser.add_argument("--account", help="#SBATCH --account")
+    parser.add_argument("--partition", help="#SBATCH --partition (default: none, Slurm's "
+                        "default partition)")
+    parser.add_argument("--account", help="#SBATCH --account (default: none, Slurm's default "
+                        "account)")
     parser.add_argument("--log", default=DEFAULT_LOG,
                         help="the job's output file, #SBATCH --output (default "
                              f"{DEFAULT_LOG.replace('%', '%%')})")
     parser.add_argument("--dtbench", default="dtbench",
                         help="the command that starts dtbench on the compute nodes")
-    parser.add_argument("--chdir", help="the job's working directory")
+    parser.add_argument("--chdir", help="the job's working directory (default: where sbatch "
+                        "runs)")
     parser.add_argument("--run", dest="run_options", action="append", default=[],
                         metavar="OPTIONS", help="options for dtbench run, one quoted string "
-                        "(--run '--size tiny --steps 20'; --run=-q for one option); repeatable")
+                        "(--run '--size tiny --steps 20'; --run=-q for one option); repeatable "
+                        "(default: none, the suite as it is)")
     add_output_options(parser, "the job's records", quiet=False, title="the job's output",
                        json_dest="job_json_file")
 

@@ -13,8 +13,9 @@ from typing import Any
 
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.outputs import json_output, write_json
+from harness.store.targets import default_store
 
-DEFAULT_NODES = "1,2,4,8,16,64,256,1024,4096,10000"
+DEFAULT_RANKS = "1,2,4,8,16,64,256,1024,4096,10000"
 # (prediction records, the -o path, the command that regenerates them) -> the report's text
 Renderer = Callable[[list[dict[str, Any]], str, str], str]
 
@@ -41,7 +42,7 @@ def _calibrate_from(args: argparse.Namespace, default: list[str]) -> tuple[str, 
 
 
 def predict_command(args: argparse.Namespace, json_target: Any, render_report: Renderer) -> int:
-    """A table per strategy over the node counts; records with --json, a report with -o."""
+    """A table per strategy over the rank counts; records with --json, a report with -o."""
     from harness.core.files import check_output_file
     from harness.core.text import render_table
     from harness.machine.fingerprint import harness_info
@@ -54,15 +55,16 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
     request = Request(args.workload, strategies, tuple(args.strategy_opt), args.size,
                       args.precision, args.backend, args.comm, args.network, args.algorithm,
                       args.compute_from, args.compute_rate,
-                      tuple(args.calibrate_from or ["results"]), args.batch_size, args.threads,
-                      args.scaling, args.topology, args.compute_curve, args.step_cv,
-                      args.step_overhead, args.fusion, getattr(args, "machine", None))
+                      tuple(args.calibrate_from or [default_store()]), args.batch_size,
+                      args.threads, args.scaling, args.topology, args.compute_curve,
+                      args.step_cv, args.step_overhead, args.fusion,
+                      getattr(args, "machine", None))
     if (args.network is None and args.topology is None) or all(
             v is None for v in (args.compute_rate, args.compute_from, args.compute_curve)):
-        _calibrate_from(args, ["results"])
+        _calibrate_from(args, [default_store()])
     prepared = prepare(request)
     first = next(iter(prepared.contexts.values()))
-    for count in args.nodes:
+    for count in args.ranks:
         check = getattr(first.network, "check_ranks", None)
         if check is not None:
             check(count)
@@ -84,10 +86,10 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
               f"{first.fusion[1] * 1e3:g} ms")
     records, harness = [], harness_info()
     for strategy, ctx in prepared.contexts.items():
-        points = predict(ctx, strategy, sorted(set(args.nodes)))
+        points = predict(ctx, strategy, sorted(set(args.ranks)))
         options = ", ".join(f"{k}={v}" for k, v in sorted(ctx.options.items()))
         print(f"\n{strategy}" + (f" ({options})" if options else ""))
-        print(render_table(("nodes", "step ms", "samples/s", "efficiency", "comm share",
+        print(render_table(("ranks", "step ms", "samples/s", "efficiency", "comm share",
                             "rank wait ms", "dominant", "note"), [_row(p) for p in points]))
         if any(p.comm_overtakes_compute for p in points):
             print("* communication takes longer than compute (comm time > compute time)")
@@ -132,9 +134,9 @@ def _command_line(args: argparse.Namespace) -> str:
         words += ["--strategy", strategy]
     for pair in args.strategy_opt:
         words += ["--strategy-opt", pair]
-    nodes = ",".join(str(n) for n in args.nodes)
+    ranks = ",".join(str(n) for n in args.ranks)
     for flag, value, default in (
-            ("--nodes", nodes, DEFAULT_NODES), ("--network", args.network, None),
+            ("--ranks", ranks, DEFAULT_RANKS), ("--network", args.network, None),
             ("--topology", args.topology, None), ("--algorithm", args.algorithm, None),
             ("--comm", args.comm, "gloo"),
             ("--size", args.size, "small"), ("--precision", args.precision, "fp32"),
@@ -169,7 +171,7 @@ def calibration_command(args: argparse.Namespace) -> int:
     from harness.predict.overhead import measured_overheads
 
     warnings: list[str] = []
-    records = load_calibration(_calibrate_from(args, ["results"]), warnings)
+    records = load_calibration(_calibrate_from(args, [default_store()]), warnings)
     for warning in warnings:
         print(f"dtbench: warning: {warning}", file=sys.stderr)
     fits = comm_fits(records)
@@ -179,7 +181,7 @@ def calibration_command(args: argparse.Namespace) -> int:
     overheads = measured_overheads(records)
     if not fits and not compute:
         raise UsageError(f"no dtbench comm or single-rank run records in "
-                         f"{' '.join(args.calibrate_from or ['results'])}")
+                         f"{' '.join(args.calibrate_from or [default_store()])}")
     if args.json_file:
         document = {"fits": [{**{k: getattr(fit, k) for k in (
             "comm", "op", "world_size", "link", "alpha", "beta", "r2", "sizes", "times",

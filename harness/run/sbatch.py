@@ -13,7 +13,7 @@ Single-rank runs execute in the batch step itself.
     #SBATCH --time=01:00:00
     #SBATCH --output=dtbench-%x-%j.out
     set -eu
-    exec dtbench run quick --launcher slurm --threads 1 --out results -q
+    exec dtbench run quick --launcher slurm --threads 1 --out .dtbench -q
 
 `harness/commands/sbatch.py` declares the `dtbench sbatch` options and checks `--run`'s options
 with `dtbench run`'s own parser (the `plan` that `sbatch_script` is given).
@@ -28,6 +28,7 @@ from typing import Any
 
 from harness import __version__
 from harness.core.errors import UsageError
+from harness.store.targets import default_store
 from harness.store.url import is_store_url, redact
 
 DEFAULT_TIME = "01:00:00"
@@ -97,7 +98,7 @@ def sbatch_script(suite: str, plan: Planner, *, nodes: int | None = None,
                   gpus_per_node: int | None = None, time: str = DEFAULT_TIME,
                   job_name: str | None = None, log: str = DEFAULT_LOG,
                   partition: str | None = None, account: str | None = None,
-                  out_dir: str = "results", json_file: str | None = None,
+                  out_dir: str | None = None, json_file: str | None = None,
                   run_args: Sequence[str] = (), dtbench: str = "dtbench",
                   chdir: str | None = None, extra_sbatch: Sequence[str] = (),
                   quiet: bool = True) -> str:
@@ -120,7 +121,8 @@ def sbatch_script(suite: str, plan: Planner, *, nodes: int | None = None,
         job_name: `#SBATCH --job-name`; default `dtbench-<suite name>`.
         log: `#SBATCH --output`, the job's stdout/stderr file (`%x` job name, `%j` job id).
         partition, account: `#SBATCH --partition` / `--account` (omitted when None).
-        out_dir: the results store (`dtbench run --out`), relative to the job's directory.
+        out_dir: the results store (`dtbench run --out`), relative to the job's directory;
+            default: the store `dtbench run` writes here ($DTBENCH_STORE, else .dtbench).
         json_file: also write the job's records to this file (`dtbench run --json`).
         run_args: further `dtbench run` options (`-w`, `--size`, `--steps`, `-n 1,2` ...);
             the options the script sets itself (`--launcher`, `--threads`, `--out`, ...) are
@@ -165,10 +167,11 @@ def sbatch_script(suite: str, plan: Planner, *, nodes: int | None = None,
                         ("chdir", chdir)):
         if value is not None:
             _check_token(what, value)
+    out_dir = default_store() if out_dir is None else out_dir
     for what, value in (("out_dir", out_dir), ("json_file", json_file)):
         if value is not None and (not value or "\n" in value or "\0" in value):
             raise UsageError(f"{what} {value!r}: must be a non-empty path on one line")
-    if out_dir is not None and is_store_url(out_dir) and redact(out_dir) != out_dir:
+    if is_store_url(out_dir) and redact(out_dir) != out_dir:
         raise UsageError("--out: a store URL with a password would be written into the batch "
                          "script; leave the password out and give it to the job through "
                          "PGPASSWORD or ~/.pgpass")

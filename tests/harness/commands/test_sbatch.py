@@ -64,7 +64,7 @@ def test_builtin_suite_script_has_every_sbatch_line() -> None:
     assert argv[:3] == ["dtbench", "run", "quick"]
     assert argv[argv.index("--launcher") + 1] == "slurm"
     assert argv[argv.index("--threads") + 1] == "1"
-    assert argv[argv.index("--out") + 1] == "results"
+    assert argv[argv.index("--out") + 1] == ".dtbench"
     assert argv[-1] == "-q"
     assert "--master-addr" not in argv
 
