@@ -52,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CACHE_KEY] = folder
     os.environ["DTBENCH_CACHE_DIR"] = folder
     os.environ["DTBENCH_PEAK"] = "cached"
+    # a command given no store uses .dtbench in its working directory, never the user's own
+    os.environ.pop("DTBENCH_STORE", None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

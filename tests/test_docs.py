@@ -143,6 +143,21 @@ def test_every_documented_option_exists() -> None:
     assert not unknown, f"docs/spec/command-line.md names options the parser lacks: {unknown}"
 
 
+def test_the_documented_threads_defaults_are_what_the_commands_do(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` gives each rank the usable cores divided by the ranks per node (the docs once said
+    1, which is `comm`'s)."""
+    from harness.run.plan import resolve
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(8)))
+    spec = resolve({"workload": "lstm", "size": "tiny", "backend": "cpu", "nproc": 2,
+                    "comm": "gloo"}, None)
+    assert spec.threads == 4
+    text = " ".join((DOCS / "spec" / "command-line.md").read_text().split())
+    assert ("`run`: default the usable cores divided by the ranks per node on `cpu`" in text
+            and "`comm`: default 1" in text and "(`run`, `comm`; default 1)" not in text)
+
+
 def _emitted_metric_names() -> set[str]:
     names = set()
     for path in (ROOT / "harness").rglob("*.py"):

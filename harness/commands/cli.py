@@ -9,7 +9,7 @@ from importlib import import_module
 from typing import Any
 
 from harness import __version__
-from harness.commands.arguments import Parser
+from harness.commands.options import ParseError, Parser
 from harness.core.errors import EXIT_OK, EXIT_USAGE, SchemaError, UsageError
 
 # name -> (module under harness.commands, one-line help), in the order `dtbench -h` lists them
@@ -45,9 +45,10 @@ def build_parser(command: str | None = None, *, options: bool = True) -> Parser:
     parser = Parser(prog="dtbench", description="Benchmark distributed deep-learning training.",
                     epilog="dtbench COMMAND -h shows a command's options with their defaults.")
     parser.add_argument("--version", action="version", version=f"dtbench {__version__}")
+    # not required here: a misspelt option before the command (`dtbench --verison`) is then
+    # answered with its nearest spelling, not "COMMAND is required" (main checks the command)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser,
                                      title="commands")
-    commands.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
         subparser = commands.add_parser(name, help=help_text,
                                         description=f"dtbench {name}: {help_text}.")
@@ -86,7 +87,10 @@ def _dispatch(given: list[str], argv: list[str] | None) -> int:
         return EXIT_USAGE
     named = given[0] if given[0] in SUBCOMMANDS else None
     try:
-        args = build_parser(named).parse_args(argv)
+        # no command named: -h, --version or a mistake, none of which needs a command's options
+        args = build_parser(named, options=named is not None).parse_args(argv)
+        if args.command is None:
+            raise ParseError("the following arguments are required: COMMAND", "dtbench")
         with stop_signals_raise(), json_owns_stdout(args):
             module = import_module(f"harness.commands.{SUBCOMMANDS[args.command][0]}")
             return int(module.command(args))

@@ -5,12 +5,14 @@ import argparse
 import sys
 from typing import Any
 
-from harness.commands.arguments import int_list, non_negative_int, positive_int
 from harness.commands.options import (
     add_launch_options,
     add_output_options,
     add_threads_option,
+    int_list,
     json_target,
+    non_negative_int,
+    positive_int,
     write_json,
 )
 from harness.core.errors import RunFailed, SkipRun, UsageError, status_of

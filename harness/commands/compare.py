@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import percentage
-from harness.commands.options import add_json_option
+from harness.commands.options import add_json_option, percentage
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,17 +27,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--match-on", metavar="FIELDS",
                         help="match records on these spec fields only (comma list, e.g. "
                         "workload,size,precision), to compare across an intended difference "
-                        "such as threads")
+                        "such as threads (default: every identity field)")
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--baseline-branch", metavar="BRANCH",
                         help="take from the baseline store, per experiment, the latest good "
-                        "result of the candidate's machine on BRANCH")
+                        "result of the candidate's machine on BRANCH (default: none, BASELINE "
+                        "as it is)")
     chosen.add_argument("--baseline-commit", metavar="COMMIT",
                         help="take from the baseline store the candidate's machine's "
-                        "results at COMMIT (a prefix of at least 7 hex digits)")
+                        "results at COMMIT, a prefix of at least 7 hex digits (default: none)")
     chosen.add_argument("--baseline-merge-base", metavar="REF",
                         help="take from the baseline store the candidate's machine's "
-                        "results at `git merge-base REF HEAD` of the working directory")
+                        "results at `git merge-base REF HEAD` of the working directory "
+                        "(default: none)")
 
 
 def command(args: argparse.Namespace) -> int:

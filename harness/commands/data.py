@@ -13,8 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.commands.arguments import Parser, positive_int
-from harness.commands.options import add_json_option, json_target, write_json
+from harness.commands.options import Parser, add_json_option, json_target, positive_int, write_json
 from harness.core.errors import EXIT_OK, UsageError
 from harness.core.fields import count_list
 from harness.core.spec import SIZES
@@ -57,9 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_workload(parser: argparse.ArgumentParser, names: list[str]) -> None:
     """WORKLOAD, as describe and predict take it; -w/--workload, the older spelling, too."""
-    parser.add_argument("workload", nargs="?", help=f"the workload: {', '.join(names)}")
+    parser.add_argument("workload", nargs="?", help=f"the workload: {', '.join(names)} (default: "
+                        "none; name one, here or with -w)")
     parser.add_argument("-w", "--workload", dest="workload_option", metavar="WORKLOAD",
-                        help="the same as WORKLOAD")
+                        help="the same as WORKLOAD (default: none)")
     parser.add_argument("--size", default="small", choices=SIZES, help="workload preset")
 
 

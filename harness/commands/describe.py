@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.arguments import positive_int
-from harness.commands.options import add_json_option, json_replaces_text
+from harness.commands.options import (
+    RenamedOption,
+    add_json_option,
+    json_replaces_text,
+    positive_int,
+)
 from harness.core.errors import EXIT_OK
 from harness.core.spec import SIZES
 
@@ -20,8 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_option(parser, "the description", bare_is_stdout=True)
     parser.add_argument("--layers", action="store_true",
                         help="per layer: parameters, activations, FLOPs, parallelism")
-    parser.add_argument("--batch", type=positive_int, help="--layers: batch per node "
-                        "(default: the preset's)")
+    parser.add_argument("--batch-size", type=positive_int, metavar="N",
+                        help="--layers: batch per node (default: the preset's; 32 for a "
+                        "torchvision model)")
+    parser.add_argument("--batch", dest="batch_size", type=positive_int, metavar="N",
+                        action=RenamedOption, renamed_to="--batch-size")
     parser.add_argument("--nodes", type=positive_int, default=1, help="--layers: node count")
 
 
@@ -117,7 +124,8 @@ def layers_command(args: argparse.Namespace) -> int:
 
     external = is_external(args.workload)
     workload = args.workload if external else get_workload(args.workload)
-    batch = args.batch or (32 if external else workload.preset(args.size).default_batch("cpu"))
+    batch = args.batch_size or (32 if external
+                                else workload.preset(args.size).default_batch("cpu"))
     layers = [{**layer.as_dict(),
                "ratio": gradient_to_activation_ratio(layer, batch, args.nodes),
                "parallelism": choose_parallelism(layer, batch, args.nodes)}

@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fleet", nargs="+", metavar="PATH",
                         help="compare the doctor records in these stores, machine folders, "
                         "record files or PostgreSQL URLs, each node against the fleet median; "
-                        "exit 1 when a node stands out")
+                        "exit 1 when a node stands out (default: none, check this node)")
     parser.add_argument("--no-collectives", action="store_true",
                         help="leave out the collective checks between the node's ranks")
     add_output_options(parser, "the doctor record")

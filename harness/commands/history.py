@@ -1,11 +1,19 @@
-"""`dtbench history PATH ...`: a metric per machine over commits, and the steps in it."""
+"""`dtbench history [PATH ...]`: a metric per machine over commits, and the steps in it."""
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from harness.commands.arguments import percentage
-from harness.commands.options import add_json_option, add_record_paths, json_target, write_json
+from harness.commands.options import (
+    add_json_option,
+    add_output_file,
+    add_record_paths,
+    check_default_store,
+    json_target,
+    percentage,
+    write_json,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,12 +21,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--metric", default="throughput",
                         help="the metric to follow (default throughput)")
     parser.add_argument("-w", "--workload", action="append", metavar="WORKLOAD",
-                        help="only this workload (repeatable)")
+                        help="only this workload (repeatable; default: every workload)")
     parser.add_argument("--min-effect", type=percentage, default=5.0, metavar="PCT",
                         help="smallest step reported, in percent (default 5)")
     add_json_option(parser, "the series and their steps")
-    parser.add_argument("-o", "--output", metavar="FILE.html",
-                        help="also write a page of trend plots with the change points marked")
+    add_output_file(parser, "a page of trend plots with the change points marked (besides the "
+                    "text)", (".html", ".htm"), metavar="FILE.html", default="none")
+
+
+def check_metric(name: str, records: list[dict[str, Any]]) -> None:
+    """A metric neither catalogued nor held by any record is a misspelling (exit 2, naming the
+    metrics the records hold), not a history with nothing in it (exit 3)."""
+    from harness.core.errors import UsageError, unknown_name
+    from harness.core.metrics import CATALOGUE, metric_info
+
+    held = sorted({str(metric["name"]) for record in records
+                   for metric in record.get("metrics") or []
+                   if isinstance(metric, dict) and metric.get("name")})
+    if name not in held and metric_info(name) is None:
+        raise UsageError(unknown_name("metric", name, held or [m.name for m in CATALOGUE]))
 
 
 def command(args: argparse.Namespace) -> int:
@@ -32,6 +53,7 @@ def command(args: argparse.Namespace) -> int:
 
     page = check_output_file(args.output, "-o") if getattr(args, "output", None) else None
     json_file = json_target(args)
+    check_default_store(args.paths)
     catalog = catalog_inputs(args.paths)
     rows = [row for row in catalog.rows if not args.workload or row.get("workload") in
             args.workload]
@@ -40,6 +62,8 @@ def command(args: argparse.Namespace) -> int:
     for warning in catalog.warnings:
         print(f"dtbench: warning: {clean_text(warning, 1000)}", file=sys.stderr)
     series = build_series(records, args.metric, args.min_effect / 100.0, ALPHA)
+    if not series:
+        check_metric(args.metric, records)
     sys.stdout.write(terminal_text(render(series), 2000))  # machine labels are records' text
     write_json(json_file, [{
         "machine": s.machine, "experiment": s.experiment, "metric": s.metric,

@@ -1,4 +1,4 @@
-"""`dtbench publish STORE ... -o DIR`: the records as a static site that opens from disk."""
+"""`dtbench publish [STORE ...] -o DIR`: the records as a static site that opens from disk."""
 from __future__ import annotations
 
 import argparse
@@ -8,13 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.commands.options import add_record_paths
+from harness.commands.options import add_record_paths, check_default_store
 
 MARKER = ".dtbench-site"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_record_paths(parser, required=True, metavar="STORE")
+    add_record_paths(parser, metavar="STORE")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="the site's directory: new, empty, or a site publish wrote "
                         "before (replaced whole)")
@@ -60,6 +60,7 @@ def command(args: argparse.Namespace) -> int:
     from harness.store.sources import catalog_inputs
 
     target = check_directory(args.output)
+    check_default_store(args.paths)
     catalog = catalog_inputs(list(args.paths))
     warned = _warn(catalog.warnings, 0)
     if not catalog.rows:

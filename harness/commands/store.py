@@ -1,4 +1,4 @@
-"""`dtbench store export URL -o DIR` and `dtbench store import DIR --to URL`: copy records
+"""`dtbench store export URL --out DIR` and `dtbench store import DIR --to URL`: copy records
 between a PostgreSQL store and a directory store. Both skip records the target already holds
 (by run_id), so either may be run again after an interruption; nothing is replaced."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser, RenamedOption, add_store_option
 from harness.core.errors import EXIT_FAILED, EXIT_OK, UsageError
 from harness.core.outputs import clean_text
 
@@ -23,8 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export = actions.add_parser("export", help=export_help,
                                 description=f"dtbench store export: {export_help}.")
     export.add_argument("url", metavar="URL", help="postgresql://USER@HOST:PORT/DB")
-    export.add_argument("-o", "--output", required=True, metavar="DIR",
-                        help="the directory store to write (created if missing)")
+    add_store_option(export)
+    export.add_argument("-o", "--output", dest="out", metavar="DIR", action=RenamedOption,
+                        renamed_to="--out")
     import_help = "push a directory's records to a server"
     imports = actions.add_parser("import", help=import_help,
                                  description=f"dtbench store import: {import_help}.")
@@ -55,10 +56,10 @@ def export(args: argparse.Namespace) -> int:
     from harness.store.url import is_store_url, redact
 
     server = _server(args.url)
-    if is_store_url(args.output):
-        raise UsageError(f"-o {redact(args.output)}: name a directory (export copies a "
+    if is_store_url(args.out):
+        raise UsageError(f"--out {redact(args.out)}: name a directory (export copies a "
                          "server into a directory store)")
-    target = Store(args.output)
+    target = Store(args.out)
     target.ensure_writable()
     present = {record["run_id"] for record in target.records()}
     warnings: list[str] = []

@@ -1,6 +1,9 @@
 """Exceptions the command line turns into exit codes and record statuses."""
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class UsageError(ValueError):
     """Bad usage or bad input: the CLI prints the message on one line and exits 2."""
@@ -8,6 +11,22 @@ class UsageError(ValueError):
 
 class UnknownNameError(UsageError):
     """A name that is not in a registry; the message lists the known names."""
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str | None:
+    """The known name closest to a misspelt `word` (git's "did you mean"), or None where none
+    is close (difflib's ratio below 0.6)."""
+    close = difflib.get_close_matches(word, [str(name) for name in known], n=1)
+    return close[0] if close else None
+
+
+def unknown_name(kind: str, name: object, known: Iterable[str], more: str = "") -> str:
+    """The message for a name not among `known`, with the nearest known one where one is
+    close: `unknown workload 'restnet50' (did you mean resnet50?); choose from: ...`."""
+    names = [str(known_name) for known_name in known]
+    close = did_you_mean(str(name), names)
+    hint = f" (did you mean {close}?)" if close else ""
+    return f"unknown {kind} {name!r}{hint}; choose from: {', '.join(names)}{more}"
 
 
 class SkipRun(Exception):

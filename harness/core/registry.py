@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from harness.core.errors import UnknownNameError
+from harness.core.errors import UnknownNameError, unknown_name
 
 T = TypeVar("T")
 
@@ -29,9 +29,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; choose from: {', '.join(self.names())}"
-            ) from None
+            raise UnknownNameError(unknown_name(self.kind, name, self.names())) from None
 
     def names(self) -> list[str]:
         return list(self._entries)

@@ -58,11 +58,11 @@ _PEAK_HELP = ("a CPU's MFU denominator: in-run (timed before the warm-up and aft
               "sustained peak, in-run readings beside it; DTBENCH_PEAK sets the default")
 _COMPILE_HELP = ("torch.compile: on, off, auto (the choice cached for this hardware and "
                  "configuration, else time eager against compiled steps now and cache the "
-                 "faster) or default (the cached choice where one exists, else eager); a bare "
-                 "--compile is on")
+                 "faster) or default (the cached choice where one exists, else eager; the default "
+                 "without --compile); a bare --compile is on")
 _IPEX_HELP = ("Intel Extension for PyTorch on the cpu backend, chosen like --compile: on (a "
               "skipped record says why where it cannot be used), off, auto, or default (a "
-              "cached measured win, else off)")
+              "cached measured win, else off; the default without --ipex)")
 
 # The precision a throughput run measures to (95% interval of the median step time, percent)
 # and its time budget (seconds of measured steps) unless told otherwise: measured on the
@@ -85,10 +85,10 @@ class RunSpec:
     kind: ClassVar[str] = "train"
 
     workload: str = declare(MISSING, "-w", "--workload", suite=str, multi=1, store=True,
-                            baseline=True, report=1,
-                            help="workload to run (repeatable; dtbench list names them)")
-    backend: str = declare("cpu", "-b", "--backend", help="cpu, cuda or auto", suite=str,
-                           multi=3, store=True, baseline=True, report=3,
+                            baseline=True, report=1, help="workload to run (repeatable; "
+                            "dtbench list names them; default: the suite's)")
+    backend: str = declare("cpu", "-b", "--backend", suite=str, multi=3, store=True,
+                           baseline=True, report=3, help="cpu, cuda or auto (default: auto)",
                            doc="compute backend (default: the best available)")
     # its choices are the comm registry's names (backends/), given where the parser is built
     comm: str = declare("none", "--comm", suite=str, multi=4, store=True, report=4,
@@ -97,23 +97,24 @@ class RunSpec:
     launcher: str = declare("local", "--launcher", suite=str, store=True, report=5,
                             help="how ranks start (default: {default}; mpirun with --comm mpi)")
     nproc_per_node: int = declare(1, "-n", "--nproc", option="nproc", type=int_list,
-                                  action="append", suite=int, multi=6,
-                                  help="ranks per node; a comma list such as 1,2,4 runs each")
+                                  action="append", suite=int, multi=6, help="ranks per node; "
+                                  "a comma list such as 1,2,4 runs each (default {default})")
     nnodes: int = declare(1, "--nnodes", type=positive_int, suite=int, report=8,
                           help="nodes of a multi-node run (default {default})")
     strategy: str = declare("ddp", "--strategy", suite=str, multi=7, newer=True,
                             help="how the run is distributed (dtbench list shows them); "
-                            "repeatable",
+                            "repeatable (default {default})",
                             doc="how the run is distributed (repeatable; "
                             "[strategies](strategies.md))")
     # the strategy's options, validated and typed by the strategy, sorted by name
     strategy_options: tuple[tuple[str, Any], ...] = declare(
         (), "--strategy-opt", option="strategy_options", action="append", metavar="KEY=VALUE",
-        help="an option of the strategy; repeatable", suite=dict, key_default={})
+        help="an option of the strategy; repeatable (default: the strategy's own, "
+        "dtbench list shows them)", suite=dict, key_default={})
     # (rank, factor): that rank's compute takes factor times as long (heterogeneity)
     straggler: tuple[int, float] | None = declare(
         None, "--straggler", metavar="RANK:FACTOR", suite=str, newer=True,
-        help="that rank's compute takes FACTOR times as long, e.g. 1:3")
+        help="that rank's compute takes FACTOR times as long, e.g. 1:3 (default: none)")
     precision: str = declare("fp32", "--precision", choices=PRECISIONS, suite=str, multi=5,
                              store=True, baseline=True, report=6,
                              help="numeric precision (repeatable; default {default})")
@@ -124,7 +125,7 @@ class RunSpec:
         0, "--batch-size", option="batch_size", type=int_list, action="append", suite=int,
         multi=8, report=10,
         help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
-        "`predict` fits its compute curve to)")
+        "`predict` fits its compute curve to; default: the workload preset's)")
     # large-batch training: workloads/optimizers.py
     optimizer: str = declare(
         "default", "--optimizer", choices=OPTIMIZERS, suite=str, newer=True,
@@ -173,8 +174,9 @@ class RunSpec:
                         baseline=True, report=12,
                         help="throughput (speed) or ttt (train to the quality target); default "
                         "{default}")
-    threads: int = declare(0, "--threads", type=positive_int, help="CPU threads per rank",
-                           suite=int, minimum=0, report=9)
+    threads: int = declare(0, "--threads", type=positive_int, suite=int, minimum=0, report=9,
+                           help="CPU threads per rank (default: on cpu the usable cores divided "
+                           "by the ranks per node, on cuda torch's own)")
     seed: int = declare(0, "--seed", type=non_negative_int, suite=int, minimum=0,
                         identity=False,
                         help="random seed of parameters and data (default {default})")
@@ -220,10 +222,10 @@ class RunSpec:
         None, "--data", suite=str,
         help="read samples from files: an image folder, WebDataset tar shards, HDF5 or a tokens "
         "file (dtbench data make), in throughput and time-to-train runs; .npz/.h5 arrays or "
-        "text for time-to-train")
+        "text for time-to-train (default: none, synthetic samples)")
     loader_workers: int = declare(
         0, "--loader-workers", type=non_negative_int, suite=int, minimum=0, newer=True,
-        help="DataLoader worker processes reading --data (0: the training loop reads)")
+        help="DataLoader worker processes reading --data (default 0: the training loop reads)")
     skip_bad_samples: bool = declare(
         False, "--skip-bad-samples", action="store_true", suite=bool, newer=True,
         help="skip samples that cannot be read or decoded, counted in the record",
@@ -319,7 +321,7 @@ class LaunchOptions:
     master_port: int = declare(0, "--master-port", type=positive_int, metavar="PORT",
                                help="rendezvous port (default a free one; as --master-addr)")
     hostfile: str | None = declare(None, "--hostfile", metavar="FILE",
-                                   help="mpirun's host file for a multi-node MPI run")
+                                   help="mpirun's hostfile for a multi-node MPI run (default none)")
     rank_timeout: float = declare(120.0, "--rank-timeout", type=positive_int, metavar="S",
                                   help="seconds without progress before a rank counts as hung "
                                   "(default {default})")
@@ -333,10 +335,10 @@ class LaunchOptions:
 # in their keys, at these values), and how often each combination runs.
 OPTION_FIELDS: tuple[RunField, ...] = (
     RunField("bucket_mb", ("--bucket-mb",), type=positive_int, suite=int, spec=None,
-             help="DDP gradient bucket size (MiB)", strategy_option="ddp", key_default=25),
+             help="DDP bucket size in MiB (default 25)", strategy_option="ddp", key_default=25),
     RunField("compression", ("--compression",), choices=COMPRESSIONS, suite=str, spec=None,
-             help="gradient compression hook for multi-rank runs", strategy_option="ddp",
-             key_default="none"),
+             help="gradient compression hook for multi-rank runs (default none)",
+             strategy_option="ddp", key_default="none"),
     RunField("repeat", ("--repeat",), type=positive_int, suite=int, spec=None, field_default=1,
              help="run each combination N times, round by round, each in fresh processes "
              "(default {default})"),

@@ -7,5 +7,6 @@ facts of a workload and its calibrated compute time; the strategy models (datapa
 servers.py, modelparallel.py) turn the volumes of harness.strategies.volumes into a step
 time; model.py runs, over node counts, the model each strategy's class names (step_model);
 validate.py sets predictions beside measured runs; records.py writes the results as records
-of task "prediction".
+of task "prediction"; command.py is the body of the command (its options are in
+harness/commands/predict.py).
 """

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, unknown_name
 from harness.core.fields import RunField, suite_keys, suite_minimums
 from harness.core.spec import PRECISIONS, RUN_FIELDS, RunSpec, run_fields, spec_defaults
 
@@ -143,8 +143,8 @@ def load_suite(name_or_path: str) -> Suite:
                            name_or_path)
     path = Path(name_or_path)
     if not path.suffix and not path.exists():
-        raise UsageError(f"unknown suite {name_or_path!r}; choose from: "
-                         f"{', '.join(builtin_names())}, or give a .toml file")
+        raise UsageError(unknown_name("suite", name_or_path, builtin_names(),
+                                      ", or give a .toml file"))
     try:
         size = path.stat().st_size
         if size > MAX_SUITE_BYTES:

@@ -1,5 +1,7 @@
 """Which store a target names: a `postgresql://` (or `postgres://`) URL is a server
-(postgres.py), anything else a directory (directory.py).
+(postgres.py), anything else a directory (directory.py); and the store a command uses when
+given none: `$DTBENCH_STORE`, else `./.dtbench` (the user's own, never a checkout's published
+results/).
 
 Writers (`run`, `comm`, `kernels --out URL`) get a FallbackStore: records go to the server
 while it answers; when it is down at the start, or goes away mid-suite, the runs go on and
@@ -18,6 +20,15 @@ from harness.store.url import is_store_url
 
 PENDING_VAR = "DTBENCH_PENDING"
 PENDING_DIR = "dtbench-pending"
+STORE_VAR = "DTBENCH_STORE"
+STORE_DIR = ".dtbench"
+
+
+def default_store() -> str:
+    """The store `run`, `comm`, `kernels` and `doctor` write and `report`, `history`, `publish`
+    and `predict` read when given none: $DTBENCH_STORE, else .dtbench in the working directory.
+    Never a checkout's results/, which holds the project's published records."""
+    return os.environ.get(STORE_VAR) or STORE_DIR
 
 
 def open_store(target: str | Path) -> Any:

@@ -37,7 +37,8 @@ from slurm_cluster import (  # noqa: E402
     missing_commands,
 )
 
-from harness.commands.sbatch import parse_sbatch_lines, write_sbatch  # noqa: E402
+from harness.commands.sbatch import write_sbatch  # noqa: E402
+from harness.run.sbatch import parse_sbatch_lines  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 150

@@ -22,7 +22,7 @@ COMMANDS = [
     ["history", "{store}", "--metric", "step_time", "-o", "{out}/h.html"],
     ["publish", "{store}", "-o", "{out}/site"],
     ["predict", "hep_cnn", "--size", "tiny", "--calibrate-from", "{store}", "--network",
-     "10GbE", "--nodes", "1,2"],
+     "10GbE", "--ranks", "1,2"],
     ["predict", "--calibration", "--calibrate-from", "{store}"],
 ]
 

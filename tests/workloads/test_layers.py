@@ -68,7 +68,7 @@ def test_seeds_rule_splits_fc_layers_and_replicates_convolutions() -> None:
 def test_describe_layers_json(capsys: pytest.CaptureFixture[str]) -> None:
     from harness.commands.cli import main
 
-    assert main(["describe", "hep_cnn", "--layers", "--batch", "8", "--nodes", "2",
+    assert main(["describe", "hep_cnn", "--layers", "--batch-size", "8", "--nodes", "2",
                  "--json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert (table["batch_per_node"], table["nodes"]) == (8, 2)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.core.errors import UsageError
+from harness.core.errors import UsageError, unknown_name
 from harness.microbench.kernels import deepbench
 from harness.microbench.kernels.shapes import (
     CONV_PASSES,
@@ -172,5 +172,4 @@ def get_set(name: str) -> KernelSet:
     try:
         return SETS[name]
     except KeyError:
-        raise UsageError(f"unknown kernel set {name!r}; choose from: "
-                         f"{', '.join(SETS)}") from None
+        raise UsageError(unknown_name("kernel set", name, SETS)) from None

@@ -1,4 +1,5 @@
-"""sbatch script generation (harness/commands/sbatch.py): its #SBATCH lines, command, checks.
+"""sbatch script generation (harness/run/sbatch.py, through the command in
+harness/commands/sbatch.py): its #SBATCH lines, command, checks.
 
 Submitting a generated script to a real one-node cluster is in
 tests/distributed/test_slurm.py (`sbatch --wait`).
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.commands.arguments import Parser
-from harness.commands.sbatch import add_arguments, command, parse_sbatch_lines, write_sbatch
+from harness.commands.options import Parser
+from harness.commands.sbatch import add_arguments, command, write_sbatch
 from harness.core.errors import UsageError
+from harness.run.sbatch import parse_sbatch_lines
 
 SUITE_TOML = """
 name = "scaling"
@@ -62,7 +64,7 @@ def test_builtin_suite_script_has_every_sbatch_line() -> None:
     assert argv[:3] == ["dtbench", "run", "quick"]
     assert argv[argv.index("--launcher") + 1] == "slurm"
     assert argv[argv.index("--threads") + 1] == "1"
-    assert argv[argv.index("--out") + 1] == "results"
+    assert argv[argv.index("--out") + 1] == ".dtbench"
     assert argv[-1] == "-q"
     assert "--master-addr" not in argv
 

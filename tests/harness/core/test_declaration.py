@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser
 from harness.commands.run import add_arguments, registry_choices, run_options
 from harness.core.errors import UsageError
 from harness.core.fields import (

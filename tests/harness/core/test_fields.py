@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.commands.arguments import Parser
+from harness.commands.options import Parser
 from harness.core.errors import UsageError
 from harness.core.fields import (
     RunField,

@@ -122,7 +122,7 @@ def test_dtbench_predict_prices_it(registered: None, tmp_path: Path,
     target = tmp_path / "p.json"
     assert main(["predict", "hep_cnn", "--network", "10gbe-tcp", "--compute-rate", "2e11",
                  "--strategy", "rounds", "--strategy", "ddp-big-buckets", "--strategy-opt",
-                 "R=2", "--nodes", "1,4", "--json", str(target)]) == 0
+                 "R=2", "--ranks", "1,4", "--json", str(target)]) == 0
     records = json.loads(target.read_text())
     stated = {r["spec"]["strategy"]: r["spec"]["strategy_options"] for r in records}
     assert stated == {"rounds": {"rounds": 2},

@@ -25,7 +25,7 @@ def store(tmp_path: Path, run_record, comm_record) -> Path:
 def test_predictions_are_reproducible_and_reported(store: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     args = ["predict", "hep_cnn", "--calibrate-from", str(store), "--strategy", "ddp",
-            "--strategy", "hybrid", "--strategy-opt", "G=2", "--nodes", "1,2,9,10000"]
+            "--strategy", "hybrid", "--strategy-opt", "G=2", "--ranks", "1,2,9,10000"]
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     assert main([*args, "--json", str(first), "-o", str(tmp_path / "p.html")]) == 0
     table = capsys.readouterr().out
@@ -66,7 +66,7 @@ def test_fsdp_own_work_is_listed_and_priced(store: Path, tmp_path: Path, run_rec
     assert "fsdp1" not in out[:out.index("strategies' own work")]  # not a compute run
     assert "fsdp" in listing and "400" in listing and "320" in listing and "80" in listing
     assert main(["predict", "hep_cnn", "--calibrate-from", str(store), "--strategy", "fsdp",
-                 "--nodes", "2"]) == 0
+                 "--ranks", "2"]) == 0
     out = capsys.readouterr().out
     assert "fsdp's own work: 80 ms a step (fsdp at 1 rank 400.0 ms - compute 320.0 ms" in out
     fsdp2 = run_record([0.45] * 3, world_size=2, comm="gloo", strategy="fsdp", run_id="fsdp2")
@@ -83,7 +83,7 @@ def test_fsdp_own_work_is_listed_and_priced(store: Path, tmp_path: Path, run_rec
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--network", "warp-drive"], "--network 'warp-drive': cannot read"),
-    (["--nodes", "0,2"], "expected a positive integer"),
+    (["--ranks", "0,2"], "expected a positive integer"),
     (["--strategy", "allreduce-everything"], "unknown strategy"),
     (["--comm", "mpi"], "no calibration records for comm backend 'mpi'"),
     (["--strategy-opt", "G=2"], "no strategy of ddp takes it"),
@@ -121,7 +121,7 @@ def test_this_machine_calibrates_by_default_another_with_machine_each_record_nam
                         lambda: hardware_key({**run_record([1.0])["machine"],
                                               **machines["zen4"]}))
     out = tmp_path / "p.json"
-    args = ["predict", "hep_cnn", "--calibrate-from", str(folder), "--nodes", "1,1024"]
+    args = ["predict", "hep_cnn", "--calibrate-from", str(folder), "--ranks", "1,1024"]
     assert main([*args, "--network", "alpha=0,beta=0", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "calibration: AMD Zen 4, 2 cores (this machine's hardware): compute zen4-1" in text
@@ -148,7 +148,7 @@ def test_this_machine_calibrates_by_default_another_with_machine_each_record_nam
 def test_the_footnote_follows_only_a_table_with_a_row_it_marks(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """It was printed under every prediction, even at 0.4% communication."""
-    args = ["predict", "hep_cnn", "--calibrate-from", str(store), "--nodes", "1,64"]
+    args = ["predict", "hep_cnn", "--calibrate-from", str(store), "--ranks", "1,64"]
     note = "* communication takes longer than compute"
     assert main([*args, "--network", "alpha=0,beta=0"]) == 0
     assert note not in capsys.readouterr().out

@@ -43,7 +43,7 @@ def test_torchvision_models_are_counted_from_the_model() -> None:
 def test_predict_torchvision_model_on_a_topology(capsys: pytest.CaptureFixture[str],
                                                  tmp_path: Path) -> None:
     args = ["predict", "torchvision:vgg16", "--topology", TOPOLOGY, "--strategy", "ddp",
-            "--nodes", "1,16,128", "--compute-curve", "32:144,64:154", "--batch-size", "64",
+            "--ranks", "1,16,128", "--compute-curve", "32:144,64:154", "--batch-size", "64",
             "--fusion", "64:5", "--json", str(tmp_path / "p.json")]
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -56,9 +56,9 @@ def test_predict_torchvision_model_on_a_topology(capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["torchvision:vgg17"], "unknown torchvision model"),
+    (["torchvision:vgg17", "--network", "10GbE"], "unknown torchvision model"),
     (["torchvision:vgg16", "--topology", "devices=4,inter=warp-drive"], "unknown link"),
-    (["torchvision:vgg16", "--topology", "devices=4,inter=ib-edr", "--nodes", "6"],
+    (["torchvision:vgg16", "--topology", "devices=4,inter=ib-edr", "--ranks", "6"],
      "do not divide 6 ranks"),
     (["torchvision:vgg16", "--algorithm", "hierarchical", "--network", "ib-edr"],
      "needs --topology"),

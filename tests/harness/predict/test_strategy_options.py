@@ -149,7 +149,7 @@ def test_predict_json_states_the_options_it_modelled(run_record: Any, comm_recor
     target = tmp_path / "p.json"
     assert main(["predict", "hep_cnn", "--calibrate-from", str(store), "--strategy", "localsgd",
                  "--strategy", "ssp", "--strategy-opt", "H=8", "--strategy-opt", "s=inf",
-                 "--nodes", "2,4", "--json", str(target)]) == 0
+                 "--ranks", "2,4", "--json", str(target)]) == 0
     records = json.loads(target.read_text())
     stated = {r["spec"]["strategy"]: r["spec"]["strategy_options"] for r in records}
     assert stated["localsgd"] == {"period": 8, "subgroup": 1, "overlap": True}

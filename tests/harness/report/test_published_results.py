@@ -18,8 +18,8 @@ RESULTS = ROOT / "results"
 
 
 def published_json(folder: str) -> list[Path]:
-    """The .json files committed directly in `folder` (a working tree may hold more: `dtbench
-    run` writes to results/ by default, and those are not published)."""
+    """The .json files committed directly in `folder` (a working tree may hold more:
+    `results/add-machine.sh` writes there before its records are added with git add -f)."""
     try:
         listed = subprocess.run(["git", "ls-files", folder], cwd=ROOT, capture_output=True,
                                 text=True, check=True, timeout=60).stdout.split()

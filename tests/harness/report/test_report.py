@@ -432,8 +432,8 @@ def test_output_into_a_missing_directory_is_a_usage_error(
 
 @pytest.mark.parametrize(("name", "extra", "start"), [
     ("r.md", [], "# dtbench report"), ("r.html", [], "<!DOCTYPE html>"),
-    ("r.htm", [], "<!DOCTYPE html>"), ("r.csv", [], "run_id,"), ("r.txt", [], "# dtbench"),
-    ("r.md", ["--format", "csv"], "run_id,")])
+    ("r.htm", [], "<!DOCTYPE html>"), ("r.csv", [], "run_id,"),
+    ("r.csv", ["--format", "csv"], "run_id,")])
 def test_format_from_the_output_suffix(store: Path, tmp_path: Path, name: str,
                                        extra: list[str], start: str,
                                        capsys: pytest.CaptureFixture[str]) -> None:

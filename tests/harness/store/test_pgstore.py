@@ -188,7 +188,7 @@ def test_export_and_import_round_trip(url: str, tmp_path: Path,
     out = capsys.readouterr().out
     assert "imported 3 record(s)" in out and "skipped 0" in out
     assert "imported 0 record(s)" in out and "skipped 3 already there" in out
-    assert main(["store", "export", url, "-o", str(tmp_path / "copy")]) == 0
+    assert main(["store", "export", url, "--out", str(tmp_path / "copy")]) == 0
     assert "exported 3 record(s)" in capsys.readouterr().out
     exported = sorted(Store(tmp_path / "copy").records(), key=lambda r: r["run_id"])
     assert exported == originals
@@ -282,10 +282,11 @@ def test_scrub_hides_every_form_of_the_password(text: str) -> None:
 
 @pytest.mark.parametrize(("argv", "fragment"), [
     (["store", "import", "somewhere", "--to", "results"], "not a store URL"),
-    (["store", "export", "results", "-o", "copy"], "not a store URL"),
+    (["store", "export", "results", "--out", "copy"], "not a store URL"),
     (["store", "import", "absent", "--to", f"postgresql://u:{PASSWORD}@127.0.0.1:1/d"],
      "absent: no such file or directory"),
-    (["store", "export", "postgresql://u@h/d"], "-o/--output"),
+    (["store", "export", "postgresql://u@h/d", "--out", "postgresql://u@h/e"],
+     "--out postgresql://u@h/e: name a directory"),
 ])
 def test_bad_store_usage_is_one_line(argv: list[str], fragment: str, tmp_path: Path,
                                      monkeypatch: pytest.MonkeyPatch,

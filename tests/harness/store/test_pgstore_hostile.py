@@ -74,7 +74,7 @@ def test_export_writes_only_inside_its_target(hostile_server: str, tmp_path: Pat
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
-    assert main(["store", "export", hostile_server, "-o", "snap"]) == 0
+    assert main(["store", "export", hostile_server, "--out", "snap"]) == 0
     captured = capsys.readouterr()
     assert "exported 1 record(s)" in captured.out and "Traceback" not in captured.err
     written = [p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()]
@@ -133,7 +133,7 @@ def test_no_page_report_or_message_shows_the_password(url: str, tmp_path: Path,
                  ["report", url, "--by", "machine", "-o", str(out / "m.md")],
                  ["predict", "hep_cnn", "--size", "tiny", "--calibrate-from", url,
                   "--network", "10GbE", "-o", str(out / "p.md")],
-                 ["store", "export", url, "-o", str(out / "snap")]):
+                 ["store", "export", url, "--out", str(out / "snap")]):
         assert main(argv) == 0, argv
     captured = capsys.readouterr()
     written = _files(out)
