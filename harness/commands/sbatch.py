@@ -33,6 +33,7 @@ from harness.commands.arguments import positive_int
 from harness.commands.options import RenamedOption, add_output_options
 from harness.core.errors import UsageError
 from harness.core.files import check_output_file
+from harness.core.kinds import TRAINING
 from harness.store.url import is_store_url, redact
 
 DEFAULT_TIME = "01:00:00"
@@ -170,8 +171,8 @@ def write_sbatch(suite: str = "quick", *, nodes: int | None = None,
     for spec in specs:
         if spec.nnodes > nodes or spec.nproc_per_node > ntasks_per_node:
             raise UsageError(
-                f"run {spec.label()} needs {spec.nnodes} node(s) x {spec.nproc_per_node} "
-                f"rank(s); the allocation has {nodes} x {ntasks_per_node}")
+                f"run {TRAINING.label(spec.as_dict())} needs {spec.nnodes} node(s) x "
+                f"{spec.nproc_per_node} rank(s); the allocation has {nodes} x {ntasks_per_node}")
     whole_node = cpus_per_task is None and gpus_per_node is not None
     if cpus_per_task is None and not whole_node:
         cpus_per_task = max([int(run.get("threads") or 0) for run in loaded.runs] + [1])

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import machine_load
+from harness.core.kinds import TRAINING
 from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.records.provenance import Provenance
@@ -62,7 +63,7 @@ class Runner:
         created = utc_now()
         run_id = new_run_id(spec.workload, created)
         log_path = self._log_path(run_id) if spec.mode == "ttt" else None
-        self.progress.begin(spec.label())
+        self.progress.begin(TRAINING.label(spec.as_dict()))
         settled, verdict = Settled(spec), Verdict()
         ranks: list[RankResult] = []
         load: dict[str, Any] | None = None
