@@ -20,7 +20,7 @@ from harness.run.recorder import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
 from harness.rundir import RankResult
-from harness.store.directory import Store
+from harness.store.contract import RunStore
 
 
 def _node_cores(spec: RunSpec, ranks: list[RankResult] | None) -> float | None:
@@ -50,7 +50,7 @@ class Runner:
     """Runs specs one after another, each in rank processes of its own, and stores one record
     per run."""
 
-    def __init__(self, store: Store, progress: Progress | None = None,
+    def __init__(self, store: RunStore, progress: Progress | None = None,
                  launch: LaunchOptions | None = None,
                  provenance: Provenance | None = None) -> None:
         self.store = store
