@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from harness.comm.meter import COUNTED, CommMeter
-    from harness.comm.paramserver import LOST_DIR_VAR
+    from harness.comm.wire import LOST_DIR_VAR
     from harness.rank.environment import (
         RankReporter,
         bind_device,
