@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import write_atomic
-from harness.core.spec import PERF_ENV_PREFIXES, CommSpec, RunSpec, task_from_dict
+from harness.core.kinds import spec_of
+from harness.core.spec import PERF_ENV_PREFIXES, CommSpec, RunSpec
 
 RUN_ID_VAR = "DTBENCH_RUN_ID"
 SPEC_VAR = "DTBENCH_SPEC_JSON"
@@ -66,7 +67,7 @@ def read_spec(environ: dict[str, str] | None = None) -> Task:
     environ = dict(os.environ if environ is None else environ)
     if SPEC_VAR not in environ:
         raise RuntimeError(f"{SPEC_VAR} is not set: ranks are started by the dtbench supervisor")
-    return task_from_dict(json.loads(environ[SPEC_VAR]))
+    return spec_of(json.loads(environ[SPEC_VAR]))
 
 
 @dataclass

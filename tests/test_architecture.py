@@ -2,6 +2,7 @@
 through others, and modules stay small enough to read."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import grimp
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "backends", "workloads")
 MAX_MODULE_LINES = 420  # "about 400": a module past it is usually two ideas
+# The one module that reads a record's `task` and says what follows from it.
+KINDS_MODULE = "harness/core/kinds.py"
 
 
 def test_import_linter_contracts_are_kept() -> None:
@@ -80,3 +83,43 @@ def test_no_module_is_over_the_size_limit() -> None:
              for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
     assert len({path.split("/")[0] for path in sizes}) == len(PACKAGES)
     assert {path: n for path, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+def _reads_task(node: ast.AST) -> bool:
+    """x.get("task"), x["task"], or a name or attribute called task."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return (node.func.attr == "get" and bool(node.args)
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == "task")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "task"
+    return (isinstance(node, ast.Name) and node.id == "task") or (
+        isinstance(node, ast.Attribute) and node.attr == "task")
+
+
+def task_comparisons(source: str) -> list[int]:
+    """The lines that compare a record's task (with ==, !=, in, is ...) to anything."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source))
+                  if isinstance(node, ast.Compare)
+                  and any(_reads_task(side) for side in (node.left, *node.comparators)))
+
+
+def test_only_the_kinds_module_compares_a_records_task() -> None:
+    """What a record is follows from its kind (harness/core/kinds.py: kind_of(spec)), not
+    from a test of the `task` string in each reader."""
+    found = {str(path.relative_to(ROOT)): lines
+             for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))
+             if (lines := task_comparisons(path.read_text()))}
+    assert set(found) <= {KINDS_MODULE}, found
+    assert KINDS_MODULE in found  # the scan sees the comparisons it is there to find
+
+
+def test_the_task_scan_finds_each_spelling() -> None:
+    source = """
+a = spec.get("task") == "comm"
+b = record["spec"]["task"] in ("kernel", None)
+c = task != KERNEL_TASK
+d = view.task is None
+e = spec.get("tasks") == "comm"
+f = {"task": "comm"}
+"""
+    assert task_comparisons(source) == [2, 3, 4, 5]

@@ -1,16 +1,19 @@
 """Real data for time-to-train runs: built-in small sets and the user's `--data` files.
 
-Image workloads get scikit-learn's bundled digits (no download) or the user's `.npz` /
-HDF5 arrays; the language model gets English text shipped with Python (the
-documentation topics in `pydoc_data`) or the user's UTF-8 text. Every builder returns
-`(train, eval)` splits as in-memory `Dataset`s. User files are validated up front and
-every problem is a one-line `UsageError` naming the file and what was expected.
+Image workloads get scikit-learn's bundled digits (no download) or the user's `.npz` arrays
+(or HDF5 in the old `images`/`labels` layout, read with a deprecation note: HDF5's one layout
+is `data`/`label`, read by workloads/files as `dtbench data make` writes it); the language
+model gets English text shipped with Python (the documentation topics in `pydoc_data`) or the
+user's UTF-8 text. Every builder returns `(train, eval)` splits as in-memory `Dataset`s. User
+files are validated up front and every problem is a one-line `UsageError` naming the file and
+what was expected.
 """
 from __future__ import annotations
 
 import functools
 import os
 import re
+import sys
 import zipfile
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +24,7 @@ import torch.nn.functional as F
 
 from harness.core.errors import UsageError
 from workloads.base import Dataset
+from workloads.files.formats import HDF5_KEYS
 
 IMAGE_EXTENSIONS = (".npz", ".h5", ".hdf5")
 IMAGE_NAMES = ("images", "x")
@@ -143,8 +147,21 @@ def _npz_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], n
     return sorted(members), load
 
 
+@functools.cache
+def old_hdf5_layout_note(path: str) -> str:
+    """The deprecation note of an HDF5 file in the old layout, printed once per file and
+    process (the command's preflight shows it; ranks print theirs into their logs)."""
+    note = (f"dtbench: note: --data {path}: HDF5 datasets 'images'/'labels' are the old "
+            f"layout, still read whole for time-to-train runs; write '{HDF5_KEYS[0]}' "
+            f"(N, C, H, W) and '{HDF5_KEYS[1]}' (N) instead, the layout `dtbench data make "
+            f"--format hdf5` writes, read a sample at a time in throughput runs too")
+    print(note, file=sys.stderr)
+    return note
+
+
 def _hdf5_reader(path: str, max_bytes: int) -> tuple[list[str], Callable[[str], np.ndarray]]:
-    """Root-level dataset names and a loader, checking sizes and dtypes before reading."""
+    """Root-level dataset names and a loader, checking sizes and dtypes before reading (the old
+    layout: a file of `data`/`label` is read by workloads/files)."""
     import h5py
 
     try:
@@ -254,6 +271,8 @@ def load_image_arrays(path: str, image_size: int | None, channels: int, num_clas
     names, load = reader(path, max_bytes)
     image_name = _pick(path, names, IMAGE_NAMES)
     label_name = _pick(path, names, LABEL_NAMES)
+    if reader is _hdf5_reader:
+        old_hdf5_layout_note(path)
     images = _images_tensor(path, image_name, load(image_name), image_size, channels)
     labels = _labels_tensor(path, label_name, load(label_name), len(images), num_classes)
 

@@ -1,16 +1,15 @@
 """The parameter server of ps-sync, ps-async, downpour, ssp and hybrid: its wire protocol over
-torch.distributed point-to-point, the server's loop, and the worker's side.
+torch.distributed point-to-point (what it shares with Sandblaster's is said in wire.py), the
+server's loop, and the worker's side.
 
 Parameters are one flat vector, cut into K contiguous shards, one per server rank (DistBelief's
 sharded server). A worker talks to every server: a request header (4 int64 words: operation,
 the worker's step, the version its parameters were fetched at, and for a fetch the least
-version it may be answered with) on TAG_REQUEST, then for a push the gradient shard on
-TAG_GRADIENT; a fetch is answered with a reply header (the server's version) on TAG_REPLY and
-the shard on TAG_PARAMETERS. With priority (harness/strategies/priority.py) a worker first
+version it may be answered with) on TAGS.request, then for a push the gradient shard on
+TAGS.gradient; a fetch is answered with a reply header (the server's version) on TAGS.reply and
+the shard on TAGS.parameters. With priority (harness/strategies/priority.py) a worker first
 sends its plan (PLAN: the pieces of the shard in its forward order, on TAG_PLAN) and a sliced
-fetch is answered piece by piece in that order. The server takes requests from any source
-(gloo and dtbench's MPI group both receive from any source), so it serves workers in the
-order they arrive.
+fetch is answered piece by piece in that order.
 
 Two update rules:
 - "async": every pushed gradient is applied on arrival through the server's optimizer
@@ -26,30 +25,34 @@ full rate, so ps-sync, ssp with s=0 and a single worker are unchanged.
 from __future__ import annotations
 
 import math
-import os
-import queue
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from harness.comm.meter import CommMeter
+from harness.comm.wire import (
+    Header,
+    Tags,
+    answer_fetch,
+    arrivals,
+    counted,
+    lost_workers,
+    receive_fetched,
+    send,
+    watching_lost,
+)
 from harness.core.stats import quantile
-from harness.rundir import LostWorker, RunDir
+from harness.rundir import LostWorker
 
 PUSH, FETCH, DONE, PLAN, FETCH_SLICED = 1, 2, 3, 4, 5
-TAG_REQUEST, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS, TAG_PLAN = 11, 12, 13, 14, 15
-HEADER_WORDS = 4
-HEADER_BYTES = HEADER_WORDS * 8
-# Set on the ranks of a run that tolerates lost workers: the run directory, where the
-# supervisor books each worker it saw die (RunDir.lost_workers).
-LOST_DIR_VAR = "DTBENCH_LOST_DIR"
-LOST_CHECK_S = 0.2
+TAGS = Tags(request=11, gradient=12, reply=13, parameters=14)
+TAG_PLAN = 15
+HEADER = Header(4, torch.int64)
+HEADER_BYTES = HEADER.nbytes
 
 
 def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
@@ -62,17 +65,6 @@ def shard_bounds(numel: int, servers: int) -> list[tuple[int, int]]:
         bounds.append((lo, hi))
         lo = hi
     return bounds
-
-
-def _header(*words: float) -> torch.Tensor:
-    values = [int(w) for w in words] + [0] * (HEADER_WORDS - len(words))
-    return torch.tensor(values, dtype=torch.int64)
-
-
-def _kind(meter: CommMeter | None, kind: str) -> Any:
-    import contextlib
-
-    return meter.kind(kind) if meter is not None else contextlib.nullcontext()
 
 
 @dataclass
@@ -122,55 +114,35 @@ class Server:
         """Answer requests until every client said it is done (or, in a run that tolerates
         lost workers, was lost)."""
         self._started = time.perf_counter()
-        watch = os.environ.get(LOST_DIR_VAR)
-        if watch is None:
+        if not watching_lost():
             while len(self._done) < len(self.clients):
                 self._handle(*self._receive())
                 if progress is not None:
                     progress("serve", min(self.steps_of.values(), default=0), total_steps)
             return
-        # gloo's receive cannot be polled (is_completed stays false until wait) nor timed out
-        # (a timeout closes the pair): a thread blocks on it, and this one also watches the
-        # run directory for workers the supervisor saw die.
-        arrivals: queue.Queue[Any] = queue.Queue()
-        threading.Thread(target=self._receive_forever, args=(arrivals,), daemon=True,
-                         name="dtbench-ps-receive").start()
+        # a thread receives (wire.arrivals), and this one also watches the run directory for
+        # workers the supervisor saw die
+        received = arrivals(self._receive, name="dtbench-ps-receive")
         while len(self._done) < len(self.clients):
-            try:
-                item = arrivals.get(timeout=LOST_CHECK_S)
-            except queue.Empty:
-                item = None
-            if isinstance(item, BaseException):
-                raise item
+            item = next(received)
             if item is not None:
                 self._handle(*item)
                 if progress is not None:
                     progress("serve", min(self.steps_of.values(), default=0), total_steps)
-            for lost in RunDir(Path(watch)).lost_workers():
+            for lost in lost_workers().values():
                 self._lose(lost)
 
     def _receive(self) -> tuple[int, list[int], torch.Tensor | None]:
         """The next request from any worker, with its gradient for a push."""
-        header = torch.empty(HEADER_WORDS, dtype=torch.int64)
-        work = dist.irecv(header, src=None, tag=TAG_REQUEST, group=self.group)
-        work.wait()
-        source = int(work._source_rank())  # the sender's rank in the group
-        words = [int(v) for v in header.tolist()]
+        source, words = HEADER.receive_any(TAGS.request, self.group)
         gradient = None
         if words[0] == PUSH:
             gradient = torch.empty_like(self.param.data)
-            dist.recv(gradient, src=source, tag=TAG_GRADIENT, group=self.group)
+            dist.recv(gradient, src=source, tag=TAGS.gradient, group=self.group)
         elif words[0] == PLAN:  # the plan rides in the payload slot
             gradient = torch.empty(2 * words[2], dtype=torch.int64)
             dist.recv(gradient, src=source, tag=TAG_PLAN, group=self.group)
         return source, words, gradient
-
-    def _receive_forever(self, arrivals: queue.Queue[Any]) -> None:
-        try:
-            while True:
-                arrivals.put(self._receive())
-        except BaseException as exc:  # noqa: BLE001 - handed to the serving thread
-            arrivals.put(exc)
 
     def _handle(self, source: int, words: list[int], gradient: torch.Tensor | None) -> None:
         if source in self._done:
@@ -254,14 +226,10 @@ class Server:
         for worker, least, sliced in self._pending:
             if self.version >= least or worker in self._done:
                 if worker not in self._done:
-                    with _kind(self.meter, "control"):
-                        dist.send(_header(self.version), dst=worker, tag=TAG_REPLY,
-                                  group=self.group)
                     pieces = self._plans[worker] if sliced else [(0, self.param.numel())]
-                    with _kind(self.meter, "parameter"):
-                        for lo, hi in pieces:
-                            dist.send(self.param.data[lo:hi], dst=worker, tag=TAG_PARAMETERS,
-                                      group=self.group)
+                    answer_fetch(self.meter, worker, HEADER.pack(self.version),
+                                 (self.param.data[lo:hi] for lo, hi in pieces), TAGS,
+                                 self.group)
                     self.stats.sent_order = list(pieces)
                     self.stats.fetches += 1
             else:
@@ -308,32 +276,24 @@ class Client:
         self.step = 0
 
     def _request(self, server: int, op: int, least: int = 0) -> None:
-        with _kind(self.meter, "control"):
-            dist.send(_header(op, self.step, self.version, least), dst=server, tag=TAG_REQUEST,
-                      group=self.group)
+        send(self.meter, "control", HEADER.pack(op, self.step, self.version, least), server,
+             TAGS.request, self.group)
 
     def fetch(self, flat: torch.Tensor, least: int = 0) -> int:
         """Fill `flat` with every server's shard (version >= least); returns the version."""
         for server in self.servers:
             self._request(server, FETCH, least)
-        reply = torch.empty(HEADER_WORDS, dtype=torch.int64)
-        versions = []
-        for server, (lo, hi) in zip(self.servers, self.bounds, strict=True):
-            dist.recv(reply, src=server, tag=TAG_REPLY, group=self.group)
-            versions.append(int(reply[0]))
-            shard = torch.empty(hi - lo, dtype=flat.dtype)
-            dist.recv(shard, src=server, tag=TAG_PARAMETERS, group=self.group)
-            flat[lo:hi].copy_(shard)
-        self.version = min(versions)
+        self.version = receive_fetched(flat, self.servers, self.bounds, HEADER, TAGS,
+                                       version_word=0, group=self.group)
         return self.version
 
     def send_plans(self, per_server: Sequence[Sequence[tuple[int, int]]]) -> None:
         """Tell each server the pieces of its shard a sliced fetch answers, in order."""
         for server, pieces in zip(self.servers, per_server, strict=True):
             plan = torch.tensor([v for piece in pieces for v in piece], dtype=torch.int64)
-            with _kind(self.meter, "control"):
-                dist.send(_header(PLAN, self.step, len(pieces)), dst=server, tag=TAG_REQUEST,
-                          group=self.group)
+            with counted(self.meter, "control"):
+                dist.send(HEADER.pack(PLAN, self.step, len(pieces)), dst=server,
+                          tag=TAGS.request, group=self.group)
                 dist.send(plan, dst=server, tag=TAG_PLAN, group=self.group)
 
     def fetch_sliced(self, flat: torch.Tensor, least: int,
@@ -342,21 +302,20 @@ class Client:
         (server, flat lo, flat hi, parameter), posted in that order, for the caller to wait."""
         for server in self.servers:
             self._request(server, FETCH_SLICED, least)
-        reply = torch.empty(HEADER_WORDS, dtype=torch.int64)
+        reply = HEADER.empty()
         versions = []
         for server in self.servers:
-            dist.recv(reply, src=server, tag=TAG_REPLY, group=self.group)
+            dist.recv(reply, src=server, tag=TAGS.reply, group=self.group)
             versions.append(int(reply[0]))
         self.version = min(versions)
-        return [dist.irecv(flat[lo:hi], src=self.servers[server], tag=TAG_PARAMETERS,
+        return [dist.irecv(flat[lo:hi], src=self.servers[server], tag=TAGS.parameters,
                            group=self.group) for server, lo, hi, _ in pieces]
 
     def push(self, flat_gradient: torch.Tensor) -> None:
         for server, (lo, hi) in zip(self.servers, self.bounds, strict=True):
             self._request(server, PUSH)
-            with _kind(self.meter, "gradient"):
-                dist.send(flat_gradient[lo:hi].contiguous(), dst=server, tag=TAG_GRADIENT,
-                          group=self.group)
+            send(self.meter, "gradient", flat_gradient[lo:hi].contiguous(), server,
+                 TAGS.gradient, self.group)
 
     def done(self) -> None:
         for server in self.servers:

@@ -6,89 +6,43 @@ holds several commits compares the newest), and the records of several machines 
 machine by machine, never pooled."""
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.fields import identity, store_columns
+from harness.core.kinds import kind_of, plain, spec_value
 from harness.core.outputs import clean_text
-from harness.core.spec import KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS
-from harness.core.text import size_label
-from harness.microbench.kernels import metrics as kernel
+from harness.core.spec import NOT_IN_KEY
 from harness.records.experiment import APART_FIELDS, experiment_key, latest, machine_of
 
-# The identity fields every task's record carries (the store indexes them): the fallback key
-# of a comm or kernel record, beside the fields of its own task.
-KEY_FIELDS = tuple(name for name in store_columns(RUN_FIELDS) if name not in NOT_IN_KEY)
-# What a spec field means where an older record lacks it.
-FIELD_DEFAULTS = KEY_DEFAULTS
 # Spec fields that never make two runs different experiments.
 NOT_IDENTITY = frozenset(NOT_IN_KEY) - frozenset(APART_FIELDS)
 
 
-def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-
-
-def _largest_size(spec: dict[str, Any]) -> Any:
-    sizes = spec.get("sizes")
-    if isinstance(sizes, list):
-        numbers = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
-        return max(numbers) if numbers else None
-    return sizes
-
-
-def spec_value(spec: dict[str, Any], name: str) -> Any:
-    """A spec field, read as its default where an older record lacks it."""
-    return spec.get(name, FIELD_DEFAULTS.get(name))
-
-
 def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
                ) -> tuple[str, ...]:
-    """The spec's identity (or only `match_on`): a training record's by the rule of its
-    spec_key; a comm record's common fields, its op and largest message size, since busbw is
-    measured there; a kernel record's common fields, its shape, pass, algorithm and threads."""
+    """The spec's identity as its kind states it (harness/core/kinds.py: a training record's
+    by the rule of its spec_key; a collective's common fields, its op and largest message; a
+    kernel's common fields, its kernel, pass, algorithm and threads), or only `match_on`."""
     spec = record["spec"]
-    if not match_on and spec.get("task") not in ("comm", kernel.TASK):
-        apart = {name: spec[name] for name in APART_FIELDS if spec.get(name) is not None}
-        return tuple(f"{name}={_plain(value)}"
-                     for name, value in sorted({**identity(spec, RUN_FIELDS), **apart}.items()))
-    key = [_plain(spec_value(spec, name)) for name in match_on or KEY_FIELDS]
-    if spec.get("task") == "comm" and not match_on:
-        key += [_plain(spec.get("op")), _plain(_largest_size(spec))]
-    elif spec.get("task") == kernel.TASK and not match_on:
-        key += [_plain(spec.get(name)) for name in kernel.KEY_FIELDS]
-    return tuple(key)
+    if match_on:
+        return tuple(plain(spec_value(spec, name)) for name in match_on)
+    kind = kind_of(spec)
+    return (kind.name, *(f"{name}={plain(value)}"
+                         for name, value in sorted(kind.identity(spec).items())))
 
 
 def _spec_key(record: dict[str, Any]) -> str | None:
     return experiment_key(record) if record.get("spec_key") not in (None, "") else None
 
 
-def _size_text(size: Any) -> str:
-    if isinstance(size, int) and not isinstance(size, bool):
-        return size_label(size, compact=True)
-    return str(size)
-
-
 def spec_label(record: dict[str, Any], spec_key: str | None = None) -> str:
-    """size/backend/precision/comm/ws/bs, the way a reader tells two runs of a workload apart."""
+    """The spec's short label (its kind's: size/backend/precision/comm/ws/bs for a run), the
+    way a reader tells two runs of a workload apart; its key where two specs read alike."""
     spec = record["spec"]
-    if spec.get("task") == kernel.TASK:
-        parts = [kernel.kernel_label(spec)]
-    elif spec.get("task") == "comm":
-        parts = [spec.get("backend"), spec.get("precision"), spec.get("comm"),
-                 f"ws{spec.get('world_size')}", spec.get("op"),
-                 _size_text(_largest_size(spec))]
-    else:
-        parts = [spec.get("size"), spec.get("backend"), spec.get("precision"), spec.get("comm"),
-                 f"ws{spec.get('world_size')}", f"bs{spec.get('batch_per_rank')}"]
-        if spec.get("mode") not in (None, "throughput"):
-            parts.append(spec.get("mode"))
-    label = "/".join(str(part) for part in parts)
+    label = kind_of(spec).short_label(spec)
     if not spec_key:
-        apart = [f"{name}={_plain(spec[name])}" for name in APART_FIELDS
+        apart = [f"{name}={plain(spec[name])}" for name in APART_FIELDS
                  if spec.get(name) is not None]
         return " ".join([label, *apart])
     key, _, apart = spec_key.partition(" ")
@@ -200,8 +154,8 @@ def spec_differences(baseline: list[dict[str, Any]], candidate: list[dict[str, A
                    - NOT_IDENTITY)
     found = []
     for name in names:
-        before = {_plain(spec_value(r["spec"], name)) for r in baseline}
-        after = {_plain(spec_value(r["spec"], name)) for r in candidate}
+        before = {plain(spec_value(r["spec"], name)) for r in baseline}
+        after = {plain(spec_value(r["spec"], name)) for r in candidate}
         if before.isdisjoint(after):
             found.append(f"{name}: {', '.join(sorted(before))} vs {', '.join(sorted(after))}")
     return found

@@ -12,6 +12,7 @@ import numpy as np
 from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.pooled import pool_metrics
 from harness.core import metrics as catalogue
+from harness.core.kinds import record_kind
 from harness.core.outputs import markdown_text
 from harness.core.stats import ALPHA, RatioTest, holm_survivors, ratio_of
 from harness.core.text import render_table
@@ -19,9 +20,6 @@ from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.experiment import experiment_key
 from harness.records.record import finite_json
 
-# Records whose values are computed, not measured: the same inputs give the same numbers, so
-# values are compared as they are (a prediction changed or it did not).
-DETERMINISTIC_TASKS = frozenset({"prediction"})
 # From one run a side a metric the catalogue gates by its value (harness/core/metrics.py:
 # VALUE) counts only beyond SINGLE_RUN_LIMIT_PCT (identical one-rank runs of lstm small peaked
 # at 0.99 and 1.21 GiB on a 2-core VM: 22% apart); with MIN_RUNS runs a side it is tested like
@@ -138,8 +136,8 @@ def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | No
 def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
                    noise: dict[str, float] | None = None) -> list[ComparisonRow]:
     base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
-    deterministic = all(r["spec"].get("task") in DETERMINISTIC_TASKS
-                        for r in base.records + cand.records)
+    # values computed, not measured (a prediction): compared as they are, without a test
+    deterministic = not any(record_kind(r).measured for r in base.records + cand.records)
     rows = []
     for name in list(base_metrics) + [n for n in cand_metrics if n not in base_metrics]:
         before, after = base_metrics.get(name), cand_metrics.get(name)

@@ -270,12 +270,6 @@ class RunSpec:
         experiment stays what older records carry."""
         return spec_key(self.as_dict(), run_fields(type(self)))
 
-    def label(self) -> str:
-        options = "".join(f" {k}={v}" for k, v in self.strategy_options)
-        return (f"{self.workload}/{self.size} {self.backend} {self.precision} "
-                f"comm={self.comm} ws={self.world_size} bs={self.batch_per_rank} "
-                f"{self.strategy}{options}")
-
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["env"] = dict(self.env)
@@ -409,11 +403,3 @@ class CommSpec:
         values = {k: v for k, v in data.items() if k in names}
         values["ops"], values["sizes"] = tuple(values["ops"]), tuple(values["sizes"])
         return cls(**values)
-
-
-def task_from_dict(data: dict[str, Any]) -> RunSpec | CommSpec:
-    """The task a spec document describes: a training run, or (task "comm") a collective
-    microbenchmark."""
-    if data.get("task") == CommSpec.kind:
-        return CommSpec.from_dict(data)
-    return RunSpec.from_dict(data)

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.kinds import DOCTOR, record_kind
+
 MAD_SCALE = 1.4826
 MAD_LIMIT = 3.5  # the modified z-score of Iglewicz and Hoaglin (1993)
 MIN_SHARE = 0.10
@@ -56,7 +58,7 @@ def fleet(records: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[Figure]
     """The nodes (each its latest doctor record) and every measured figure across them."""
     latest: dict[str, Mapping[str, Any]] = {}
     for record in records:
-        if (record.get("spec") or {}).get("task") != "doctor" or record.get("status") != "success":
+        if record_kind(record) is not DOCTOR or record.get("status") != "success":
             continue
         node = node_name(record)
         if node not in latest or str(record.get("created_at")) > str(latest[node].get(

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UsageError
+from harness.core.kinds import COLLECTIVE, TRAINING, kind_of
 from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
 from harness.records.experiment import experiment_of, fields_of, machine_of, version_of
@@ -117,7 +118,7 @@ def comm_fits(records: list[dict[str, Any]]) -> list[Fit]:
     pooled: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
     for record in records:
         spec = record["spec"]
-        if spec.get("task") != "comm" or record.get("status") != "success":
+        if kind_of(spec) is not COLLECTIVE or record.get("status") != "success":
             continue
         op, comm, world = spec.get("op"), spec.get("comm"), spec.get("world_size")
         if op in COMM_OPS and isinstance(comm, str) and isinstance(world, int) and world > 1:
@@ -244,7 +245,7 @@ def _positive_int(value: Any) -> bool:
 def single_rank_run(record: dict[str, Any]) -> bool:
     """A successful single-rank training run with step times and a per-rank batch."""
     spec = record["spec"]
-    return (record.get("status") == "success" and spec.get("task") not in ("comm", "prediction")
+    return (record.get("status") == "success" and kind_of(spec) is TRAINING
             and spec.get("world_size") == 1 and _positive_int(spec.get("batch_per_rank"))
             and bool(step_times(record)))
 

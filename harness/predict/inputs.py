@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.predict.calibration import (
     ComputeCalibration,
     comm_fits,
@@ -130,7 +131,7 @@ def _measured_compute(request: Request, records: list[dict[str, Any]], flops: in
         return borrowed
     if request.compute_from is not None:
         chosen = [r for r in load_inputs([request.compute_from]).records
-                  if r.get("status") == "success" and r["spec"].get("task") is None]
+                  if r.get("status") == "success" and record_kind(r) is TRAINING]
         if not chosen:
             raise UsageError(f"--compute-from {request.compute_from}: no successful run record")
         return compute_from_record(chosen[0], request.threads), chosen[0]
@@ -169,7 +170,7 @@ def _elsewhere(why: str, request: Request, loaded: list[dict[str, Any]], chosen:
     if not chosen.label:
         return why
     others = sorted({machine_of(r) for r in loaded if r not in chosen.records
-                     and r["spec"].get("task") == "comm" and r["spec"].get("comm") == request.comm})
+                     and record_kind(r) is COLLECTIVE and r["spec"].get("comm") == request.comm})
     return (f"{why}, among the records of {chosen.label} ({chosen.why}); give --network LINK"
             + (f", or --machine with one that has them ({'; '.join(others)})" if others else ""))
 

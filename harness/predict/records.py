@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.kinds import PREDICTION
 from harness.predict.context import Context
 from harness.predict.model import Point, strategy_class
 from harness.records.record import Metric, build_record, measured
@@ -41,9 +42,6 @@ class Provenance:
         return [{"run_id": run, "machine": self.machine_label, "use": use}
                 for use, runs in (("compute", self.compute_runs), ("network", self.comm_runs),
                                   ("strategy overhead", self.overhead_runs)) for run in runs]
-
-
-CALIBRATION_FIELDS = ("compute", "compute_assumed", "global_batch")
 
 
 def _digest(document: dict[str, Any]) -> str:
@@ -81,7 +79,7 @@ def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
     estimate = point.estimate
     samples = estimate.samples_per_step if estimate else None
     return {
-        "task": "prediction", "workload": ctx.facts.workload, "size": ctx.facts.size,
+        "task": PREDICTION.task, "workload": ctx.facts.workload, "size": ctx.facts.size,
         "backend": "cpu", "comm": comm, "launcher": "model", "precision": ctx.precision,
         "world_size": point.nodes, "nnodes": point.nodes, "nproc_per_node": 1,
         "batch_per_rank": ctx.batch if ctx.scaling == "weak" else ctx.batch / point.nodes,
@@ -152,7 +150,7 @@ def prediction_record(ctx: Context, point: Point, provenance: Provenance,
     }
     digest = _digest({"spec": spec, "details": details, "extra": extra or {}})
     # Two predictions of the same configuration match in `compare` whatever calibrated them.
-    key = _digest({k: v for k, v in spec.items() if k not in CALIBRATION_FIELDS})
+    key = PREDICTION.key(spec)
     created = _created(provenance.created_at)
     machine = {**provenance.machine, "nodes": point.nodes,
                "interconnect": {"type": ctx.network.description}}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.kinds import TRAINING, record_kind
 from harness.core.spec import DDP_SPEC_OPTIONS, KEY_DEFAULTS
 from harness.predict.calibration import (
     Fit,
@@ -93,7 +94,7 @@ def forward_drift(record: dict[str, Any], calibration: list[dict[str, Any]],
 def measured_runs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Successful multi-rank training runs with a step time, in a stable order."""
     found = [r for r in records if r.get("status") == "success"
-             and r["spec"].get("task") not in ("comm", "prediction")
+             and record_kind(r) is TRAINING
              and isinstance(r["spec"].get("world_size"), int) and r["spec"]["world_size"] > 1
              and isinstance(r["spec"].get("batch_per_rank"), int)
              and r["spec"]["batch_per_rank"] > 0 and _step_time(r) is not None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from harness.core.kinds import DOCTOR, record_kind
 from harness.doctor.fleet import fleet, outlier_lines
 from harness.publish.page import e, render_page
 from harness.report.html import render_table
@@ -15,7 +16,7 @@ PAGE = "fleet.html"
 
 
 def has_doctor_records(records: Iterable[dict[str, Any]]) -> bool:
-    return any((record.get("spec") or {}).get("task") == "doctor" for record in records)
+    return any(record_kind(record) is DOCTOR for record in records)
 
 
 def fleet_page(records: Iterable[dict[str, Any]]) -> str:

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.comm.meter import COUNTED, CommMeter
     from harness.comm.nccl_log import debug_environment, read_rank_log
-    from harness.comm.paramserver import LOST_DIR_VAR
+    from harness.comm.wire import LOST_DIR_VAR
     from harness.rank.environment import (
         RankReporter,
         bind_device,

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.core.kinds import TRAINING, kind_of
 from harness.core.machine_load import is_busy, is_imprecise
 from harness.machine.names import machine_label
 
@@ -39,7 +40,6 @@ MARK_COLUMNS = ("busy", "imprecise")
 SUMMARY_COLUMNS = (*SPEC_SUMMARY, *CODE_COLUMNS, *MARK_COLUMNS, *METRIC_COLUMNS)
 INTEGER_SUMMARY = frozenset({"code_dirty", *MARK_COLUMNS})
 REAL_SUMMARY = frozenset(METRIC_COLUMNS)
-TRAINING_TASKS = (None, "train")
 
 
 def label_of(record: Mapping[str, Any]) -> str:
@@ -102,7 +102,7 @@ def summary_record(row: Mapping[str, Any], spec_columns: tuple[str, ...]) -> dic
 
 
 def is_training(row: Mapping[str, Any]) -> bool:
-    return row.get("task") in TRAINING_TASKS
+    return kind_of(row) is TRAINING
 
 
 def version_of(row: Mapping[str, Any]) -> str:

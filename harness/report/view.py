@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.fields import report_columns
+from harness.core.kinds import COLLECTIVE, KERNEL, PREDICTION, kind_of
 from harness.core.machine_load import is_busy, marked_status
 from harness.core.outputs import clean_text
 from harness.core.spec import KEY_DEFAULTS, RUN_FIELDS
 from harness.machine.names import machine_label
-from harness.microbench.kernels.metrics import TASK as KERNEL_TASK
 
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",
@@ -171,16 +171,16 @@ class RecordView:
 
     @property
     def is_comm(self) -> bool:
-        return self.spec.get("task") == "comm"
+        return kind_of(self.spec) is COLLECTIVE
 
     @property
     def is_kernel(self) -> bool:
-        return self.spec.get("task") == KERNEL_TASK
+        return kind_of(self.spec) is KERNEL
 
     @property
     def is_prediction(self) -> bool:
         """A `dtbench predict` record: modelled, not measured."""
-        return self.spec.get("task") == "prediction"
+        return kind_of(self.spec) is PREDICTION
 
     @property
     def op(self) -> str:

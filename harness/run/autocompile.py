@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.core.files import cache_dir, write_atomic
+from harness.core.kinds import TRAINING
 from harness.core.spec import RunSpec
 from harness.records.record import new_run_id, utc_now
 
@@ -104,7 +105,8 @@ def store_choice(spec: RunSpec, choice: Choice, switch: str = "compile") -> None
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
         cache = _read_cache(switch)
-        cache[decision_key(spec, switch)] = {**choice.as_dict(), "label": spec.label()}
+        cache[decision_key(spec, switch)] = {**choice.as_dict(),
+                                             "label": TRAINING.label(spec.as_dict())}
         write_atomic(_cache_file(switch), json.dumps(cache, indent=1, sort_keys=True))
     except (OSError, TypeError):
         pass

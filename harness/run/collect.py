@@ -15,7 +15,7 @@ from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.records.record import Metric
 from harness.rundir import RankResult
-from harness.store.directory import Store
+from harness.store.contract import RecordWriter
 from harness.strategies import STRATEGIES
 from workloads.flops import count_flops_per_sample
 
@@ -83,7 +83,7 @@ def stated_precision(metric: Metric, target: float | None) -> None:
 
 
 def collect_run(spec: RunSpec, ranks: list[RankResult],
-                peak: PeakResult | list[PeakResult] | None, store: Store) -> Collected:
+                peak: PeakResult | list[PeakResult] | None, store: RecordWriter) -> Collected:
     """Metrics and notes of a run whose ranks reported (nothing for one that never ran)."""
     if not ranks:
         return Collected()

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import machine_load
+from harness.core.kinds import TRAINING
 from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
 from harness.records.provenance import Provenance
@@ -19,7 +20,7 @@ from harness.run.recorder import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
 from harness.rundir import RankResult
-from harness.store.directory import Store
+from harness.store.contract import RunStore
 
 
 def _node_cores(spec: RunSpec, ranks: list[RankResult] | None) -> float | None:
@@ -49,7 +50,7 @@ class Runner:
     """Runs specs one after another, each in rank processes of its own, and stores one record
     per run."""
 
-    def __init__(self, store: Store, progress: Progress | None = None,
+    def __init__(self, store: RunStore, progress: Progress | None = None,
                  launch: LaunchOptions | None = None,
                  provenance: Provenance | None = None) -> None:
         self.store = store
@@ -62,7 +63,7 @@ class Runner:
         created = utc_now()
         run_id = new_run_id(spec.workload, created)
         log_path = self._log_path(run_id) if spec.mode == "ttt" else None
-        self.progress.begin(spec.label())
+        self.progress.begin(TRAINING.label(spec.as_dict()))
         settled, verdict = Settled(spec), Verdict()
         ranks: list[RankResult] = []
         load: dict[str, Any] | None = None

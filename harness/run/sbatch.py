@@ -28,6 +28,7 @@ from typing import Any
 
 from harness import __version__
 from harness.core.errors import UsageError
+from harness.core.kinds import TRAINING
 from harness.store.targets import default_store
 from harness.store.url import is_store_url, redact
 
@@ -157,8 +158,8 @@ def sbatch_script(suite: str, plan: Planner, *, nodes: int | None = None,
     for spec in specs:
         if spec.nnodes > nodes or spec.nproc_per_node > ntasks_per_node:
             raise UsageError(
-                f"run {spec.label()} needs {spec.nnodes} node(s) x {spec.nproc_per_node} "
-                f"rank(s); the allocation has {nodes} x {ntasks_per_node}")
+                f"run {TRAINING.label(spec.as_dict())} needs {spec.nnodes} node(s) x "
+                f"{spec.nproc_per_node} rank(s); the allocation has {nodes} x {ntasks_per_node}")
     gpu_ranks = max((spec.nproc_per_node for spec in specs if spec.backend == "cuda"), default=0)
     if gpus_per_node is not None and gpu_ranks > gpus_per_node:
         raise UsageError(f"{gpu_ranks} GPU rank(s) per node but --gpus-per-node {gpus_per_node}: "

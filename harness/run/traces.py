@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Any
 
 from harness.core.files import folder_under
 from harness.rundir import RankResult
+from harness.store.contract import RunStore
 
 
-def keep_traces(store: Any, run_id: str, ranks: list[RankResult]) -> list[str]:
+def keep_traces(store: RunStore, run_id: str, ranks: list[RankResult]) -> list[str]:
     """Write each rank's trace (gzipped Chrome JSON) under the store; their relative paths."""
     found = [(rank.rank, rank.trace) for rank in ranks if rank.trace]
     if not found:

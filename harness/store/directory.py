@@ -19,7 +19,7 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.fields import baseline_columns, integer_columns, store_columns
 from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regular, write_atomic
 from harness.core.interrupts import stop_signals_deferred
-from harness.core.spec import RUN_FIELDS
+from harness.core.spec import RUN_FIELDS, RunSpec
 from harness.core.text import one_line
 from harness.machine.names import machine_label
 from harness.records.record import (
@@ -139,7 +139,10 @@ def record_text(record: dict[str, Any]) -> str:
 
 
 class Store:
-    """Record files named so they sort by time, plus an index that can always be rebuilt."""
+    """Record files named so they sort by time, plus an index that can always be rebuilt
+    (a RecordStore and a RunStore: harness/store/contract.py)."""
+
+    root: Path
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -302,7 +305,7 @@ class Store:
                 continue
         return rows
 
-    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+    def find_baseline(self, spec: RunSpec) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
         batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
         if not self.root.is_dir():

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
 from harness.core.outputs import clean_text
+from harness.core.spec import RunSpec
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record, validate_record
 from harness.records.summary import (
@@ -351,7 +352,7 @@ class PostgresStore:
         finally:
             connection.close()
 
-    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+    def find_baseline(self, spec: RunSpec) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
         batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
         where = " AND ".join(["status = 'success'", "world_size = 1",

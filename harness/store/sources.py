@@ -14,8 +14,9 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.files import TMP_PREFIX, RefusedFile, read_regular
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record
+from harness.store.contract import RecordReader
 from harness.store.directory import Store
-from harness.store.url import is_store_url
+from harness.store.url import is_store_url, redact
 
 
 @dataclass
@@ -73,7 +74,7 @@ def load_server(url: str, loaded: Loaded) -> None:
         loaded.records.extend(store.records(loaded.warnings))
     except (StoreUnreachable, StoreError) as exc:
         raise UsageError(str(exc)) from None
-    loaded.sources.append(store.shown)
+    loaded.sources.append(redact(url))
 
 
 def machine_folder(path: Path) -> list[Path]:
@@ -126,7 +127,7 @@ class Catalog:
     def load(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The full records of `rows`, in their order (rows whose file or server row has gone
         since are skipped with a warning)."""
-        by_store: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+        by_store: dict[int, tuple[RecordReader, list[dict[str, Any]]]] = {}
         for row in rows:
             if "_store" in row:
                 by_store.setdefault(id(row["_store"]), (row["_store"], []))[1].append(row)
@@ -152,7 +153,7 @@ def _row_of_record(record: dict[str, Any]) -> dict[str, Any]:
     return {**index_cells(record, None), "_record": record}
 
 
-def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]] | None:
+def _store_rows(store: RecordReader, shown: str, catalog: Catalog) -> list[dict[str, Any]] | None:
     """A store's rows from its index, or None where the index cannot serve (a directory
     that takes no index file: its records are then read one by one)."""
     import sqlite3
@@ -182,7 +183,7 @@ def catalog_inputs(paths: list[str]) -> Catalog:
         path = Path(name)
         if is_store_url(name):
             server = open_store(name)
-            found += _store_rows(server, server.shown, catalog) or []
+            found += _store_rows(server, redact(name), catalog) or []
             continue
         if path.is_dir() and not machine_folder(path):
             store = Store(path)

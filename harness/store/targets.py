@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.core.spec import RunSpec
+from harness.store.contract import RecordStore, RunStore
 from harness.store.directory import Store
 from harness.store.url import is_store_url
 
@@ -31,7 +34,7 @@ def default_store() -> str:
     return os.environ.get(STORE_VAR) or STORE_DIR
 
 
-def open_store(target: str | Path) -> Any:
+def open_store(target: str | Path) -> RecordStore:
     """The store `target` names, for reading: a PostgresStore or a directory Store."""
     if is_store_url(target):
         from harness.store.postgres import PostgresStore
@@ -52,7 +55,8 @@ def import_command(directory: Path, shown_url: str) -> str:
 class FallbackStore:
     """A server store that never loses a record: after the first time the server cannot be
     reached, this invocation writes to the local pending store. `root` is that local
-    directory (time-to-train runs keep their MLPerf logs under it)."""
+    directory (time-to-train runs keep their MLPerf logs under it). A RunStore
+    (harness/store/contract.py)."""
 
     def __init__(self, url: str, pending: Path | None = None) -> None:
         from harness.store.postgres import PostgresStore
@@ -103,7 +107,7 @@ class FallbackStore:
         local = self.pending.count_success(spec_key) if self.pending.root.is_dir() else 0
         return (self._server("count_success", spec_key)[1] or 0) + local
 
-    def find_baseline(self, spec: Any) -> dict[str, Any] | None:
+    def find_baseline(self, spec: RunSpec) -> dict[str, Any] | None:
         found = self._server("find_baseline", spec)[1]
         if found is None and self.pending.root.is_dir():
             found = self.pending.find_baseline(spec)
@@ -116,7 +120,7 @@ class FallbackStore:
         self.kept_locally += 1
         return self.pending.add(record)
 
-    def records(self, warnings: list[str] | None = None) -> Any:
+    def records(self, warnings: list[str] | None = None) -> Iterator[dict[str, Any]]:
         return self.server.records(warnings)
 
     def destination(self) -> str:
@@ -128,11 +132,11 @@ class FallbackStore:
                 f"{import_command(self.pending.root, self.server.shown)}")
 
 
-def open_writer(target: str | Path) -> Any:
+def open_writer(target: str | Path) -> RunStore:
     """The store `--out` names, for writing: a FallbackStore for a URL, else a Store."""
     return FallbackStore(str(target)) if is_store_url(target) else Store(target)
 
 
-def destination(store: Any) -> str:
+def destination(store: RunStore) -> str:
     """What to print after `records:`."""
     return store.destination() if isinstance(store, FallbackStore) else str(store.root)

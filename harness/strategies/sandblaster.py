@@ -10,7 +10,7 @@ for the next; fast replicas take more portions, and at the end of a batch a free
 a backup copy of a portion that is overdue (harness/strategies/portions.py). With every
 portion in, the coordinator runs the L-BFGS iteration as small commands on the shards
 (harness/strategies/lbfgs.py), which hold the parameters and the history: no vector leaves
-them. The serving loops and the wire are harness/strategies/sandserve.py.
+them. The serving loops are harness/strategies/sandserve.py, the wire harness/comm/sandblaster.py.
 """
 from __future__ import annotations
 
@@ -23,31 +23,27 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from harness.comm.paramserver import shard_bounds
+from harness.comm.sandblaster import (
+    ASK,
+    BYE,
+    FETCH,
+    FINISH,
+    HEADER,
+    HEADER_BYTES,
+    PUSH,
+    RESULT_BYTES,
+    TAG_ANSWER,
+    TAG_COORD,
+    TAGS,
+    header,
+)
+from harness.comm.wire import receive_fetched, send
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Option, Strategy, backward
 from harness.strategies.ps import SERVERS, flat_checksum
-from harness.strategies.sandserve import (
-    ASK,
-    BYE,
-    FETCH,
-    FINISH,
-    HEADER_BYTES,
-    HEADER_WORDS,
-    PUSH,
-    RESULT_BYTES,
-    TAG_ANSWER,
-    TAG_COORD,
-    TAG_GRADIENT,
-    TAG_PARAMETERS,
-    TAG_REPLY,
-    TAG_SHARD,
-    CoordinatorLoop,
-    ShardLoop,
-    header,
-    send,
-)
+from harness.strategies.sandserve import CoordinatorLoop, ShardLoop
 
 
 @STRATEGIES.register("sandblaster")
@@ -160,23 +156,17 @@ class Sandblaster(Strategy):
     # -------------------------------------------------------------- a replica
     def _fetch(self, least: int) -> None:
         for shard in self.shards:
-            send(self.meter, "control", header(FETCH, self._steps, least), shard, TAG_SHARD)
-        reply = torch.empty(HEADER_WORDS, dtype=torch.float64)
-        versions = []
-        for shard, (lo, hi) in zip(self.shards, self.bounds, strict=True):
-            torch.distributed.recv(reply, src=shard, tag=TAG_REPLY)
-            versions.append(int(reply[1]))
-            piece = torch.empty(hi - lo, dtype=self._flat.dtype)
-            torch.distributed.recv(piece, src=shard, tag=TAG_PARAMETERS)
-            self._flat[lo:hi].copy_(piece)
-        self.version = min(versions)
+            send(self.meter, "control", header(FETCH, self._steps, least), shard, TAGS.request)
+        # the reply header is FETCH(version)
+        self.version = receive_fetched(self._flat, self.shards, self.bounds, HEADER, TAGS,
+                                       version_word=1)
         assert self.model is not None
         vector_to_parameters(self._flat, self.model.parameters())
 
     def _ask(self, op: int, *words: float, alpha: float = 0.0) -> list[float]:
         send(self.meter, "control", header(op, self._steps, *words, alpha=alpha),
              self.coordinator, TAG_COORD)
-        answer = torch.empty(HEADER_WORDS, dtype=torch.float64)
+        answer = HEADER.empty()
         torch.distributed.recv(answer, src=self.coordinator, tag=TAG_ANSWER)
         return answer.tolist()
 
@@ -230,9 +220,9 @@ class Sandblaster(Strategy):
                 if keep:
                     for shard, (lo, hi) in zip(self.shards, self.bounds, strict=True):
                         send(self.meter, "control", header(PUSH, step, portion), shard,
-                             TAG_SHARD)
+                             TAGS.request)
                         send(self.meter, "gradient", gradient[lo:hi].contiguous(), shard,
-                             TAG_GRADIENT)
+                             TAGS.gradient)
                     pushed = portion
         self._steps = step + 1
         clock.end_step()

@@ -1,110 +1,41 @@
-"""Sandblaster's serving ranks and its wire protocol, over torch.distributed point-to-point
-(the parameter-server family's transport: the counting process group sees every byte).
-
-Every message starts with a header of HEADER_WORDS float64 words (integers below 2**53 are
-exact): [operation, step, three operands, a fourth, 0, a scalar].
-
-- worker -> coordinator (TAG_COORD): FINISH(step, portion, samples, summed loss) asks whether
-  a computed portion is kept; ASK(step, the portion just pushed or -1) asks for work; BYE at
-  the end.
-- coordinator -> worker (TAG_ANSWER): VERDICT(step, keep) and ASSIGN(step, portion or -1 =
-  the batch is complete, the batch's mean loss).
-- worker -> shard (TAG_SHARD): PUSH(step, portion) then the slice of the gradient of the
-  portion's summed loss (TAG_GRADIENT);
-  FETCH(step, least version), answered with a reply header (TAG_REPLY) and the parameter
-  slice (TAG_PARAMETERS) once the shard's version is at least that.
-- coordinator -> shard (TAG_SHARD): the vector commands of harness/strategies/lbfgs.py (a
-  reduction answers with two float64 on TAG_RESULT), GATHER(step, portions, samples) — the
-  batch's mean gradient into g once every portion's push is in, duplicates dropped —
-  PUBLISH(version) and QUIT.
-"""
+"""Sandblaster's serving ranks: the coordinator, which hands out portions and runs the L-BFGS
+iteration on the shards, and the shards, which hold the parameters and the L-BFGS vectors
+(harness/strategies/lbfgs.py). Their wire protocol is harness/comm/sandblaster.py."""
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from harness.comm.meter import CommMeter
-from harness.comm.paramserver import LOST_CHECK_S, LOST_DIR_VAR
-from harness.rundir import LostWorker, RunDir
+from harness.comm.sandblaster import (
+    ASK,
+    ASSIGN,
+    BYE,
+    FETCH,
+    FINISH,
+    GATHER,
+    HEADER_BYTES,
+    PUBLISH,
+    PUSH,
+    QUIT,
+    TAG_ANSWER,
+    TAG_COORD,
+    TAG_RESULT,
+    TAGS,
+    VERDICT,
+    header,
+    is_quit,
+    receive_header,
+)
+from harness.comm.wire import LOST_CHECK_S, answer_fetch, arrivals, lost_workers, send
+from harness.rundir import LostWorker
 from harness.strategies.lbfgs import NONE, REDUCTIONS, Coordinator, ShardVectors
 from harness.strategies.portions import PortionScheduler
-
-HEADER_WORDS = 8
-HEADER_BYTES = HEADER_WORDS * 8
-RESULT_BYTES = 2 * 8
-TAG_SHARD, TAG_GRADIENT, TAG_REPLY, TAG_PARAMETERS, TAG_RESULT = 31, 32, 33, 34, 35
-TAG_COORD, TAG_ANSWER = 36, 37
-PUSH, FETCH = 101, 102
-GATHER, PUBLISH, QUIT = 110, 111, 112
-FINISH, ASK, BYE = 201, 202, 203
-VERDICT, ASSIGN = 301, 302
-
-
-def header(op: int, step: int = 0, *words: float, alpha: float = 0.0) -> torch.Tensor:
-    values = [float(op), float(step), *map(float, words)]
-    values += [0.0] * (HEADER_WORDS - 1 - len(values))
-    return torch.tensor([*values, float(alpha)], dtype=torch.float64)
-
-
-def kind(meter: CommMeter | None, name: str) -> contextlib.AbstractContextManager[None]:
-    return meter.kind(name) if meter is not None else contextlib.nullcontext()
-
-
-def send(meter: CommMeter | None, what: str, tensor: torch.Tensor, dst: int, tag: int) -> None:
-    with kind(meter, what):
-        dist.send(tensor, dst=dst, tag=tag)
-
-
-def receive_header(tag: int) -> tuple[int, list[float]]:
-    """The next header on `tag` from any rank: (its sender, its words)."""
-    words = torch.empty(HEADER_WORDS, dtype=torch.float64)
-    work = dist.irecv(words, src=None, tag=tag)
-    work.wait()
-    return int(work._source_rank()), words.tolist()
-
-
-def arrivals(receive: Callable[[], Any],
-             timeout: Callable[[], float] = lambda: LOST_CHECK_S) -> Iterator[Any]:
-    """Messages as a thread receives them (gloo's receive cannot be polled), and None after
-    timeout() seconds without one, so the caller can look for lost workers (and the
-    coordinator for portions due a backup); a receive error is raised here."""
-    found: queue.Queue[Any] = queue.Queue()
-
-    def forever() -> None:
-        try:
-            while True:
-                item = receive()
-                found.put(item)
-                if item[1][0] == QUIT:
-                    return
-        except BaseException as exc:  # noqa: BLE001 - handed to the serving thread
-            found.put(exc)
-
-    threading.Thread(target=forever, daemon=True, name="dtbench-sandblaster-receive").start()
-    while True:
-        try:
-            item = found.get(timeout=timeout())
-        except queue.Empty:
-            item = None
-        if isinstance(item, BaseException):
-            raise item
-        yield item
-
-
-def lost_workers() -> dict[int, LostWorker]:
-    """Workers the supervisor booked as lost (a run that tolerates losing them), by rank."""
-    watch = os.environ.get(LOST_DIR_VAR)
-    return {lost.rank: lost for lost in RunDir(Path(watch)).lost_workers()} if watch else {}
 
 
 class RemoteShards:
@@ -120,7 +51,7 @@ class RemoteShards:
             alpha: float = 0.0) -> None:
         message = header(op, self.step, a, b, c, d, alpha=alpha)
         for shard in self.shards:
-            send(self.meter, "control", message, shard, TAG_SHARD)
+            send(self.meter, "control", message, shard, TAGS.request)
             self.command_bytes += HEADER_BYTES
 
     def reduce(self, op: int, a: int, b: int = NONE, c: int = NONE, d: int = NONE,
@@ -162,7 +93,8 @@ class CoordinatorLoop:
     def serve(self, progress: Callable[[str, int, int], None] | None = None,
               total_steps: int = 0) -> None:
         self.scheduler.begin(0)
-        for item in arrivals(lambda: receive_header(TAG_COORD), self._timeout):
+        for item in arrivals(lambda: receive_header(TAG_COORD), self._timeout,
+                             name="dtbench-sandblaster-receive"):
             if item is not None:
                 self._handle(*item)
             for rank, lost in sorted(lost_workers().items()):
@@ -261,15 +193,15 @@ class ShardLoop:
         self.gathered = 0                                     # batches gathered
 
     def _receive(self) -> tuple[int, list[float], torch.Tensor | None]:
-        source, words = receive_header(TAG_SHARD)
+        source, words = receive_header(TAGS.request)
         gradient = None
         if int(words[0]) == PUSH:
             gradient = torch.empty_like(self.vectors[0])
-            dist.recv(gradient, src=source, tag=TAG_GRADIENT)
+            dist.recv(gradient, src=source, tag=TAGS.gradient)
         return source, words, gradient
 
     def serve(self) -> None:
-        for item in arrivals(self._receive):
+        for item in arrivals(self._receive, last=is_quit, name="dtbench-sandblaster-receive"):
             if item is not None:
                 source, words, gradient = item
                 if source == self.coordinator:
@@ -328,8 +260,8 @@ class ShardLoop:
         waiting = []
         for worker, least in self.pending:
             if self.version >= least:
-                send(self.meter, "control", header(FETCH, self.version), worker, TAG_REPLY)
-                send(self.meter, "parameter", self.vectors[0], worker, TAG_PARAMETERS)
+                answer_fetch(self.meter, worker, header(FETCH, self.version), [self.vectors[0]],
+                             TAGS)
             else:
                 waiting.append((worker, least))
         self.pending = waiting

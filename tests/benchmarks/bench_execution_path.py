@@ -40,10 +40,10 @@ def quick_specs(workloads: list[str], steps: int | None) -> list[RunSpec]:
 def in_process(specs: list[RunSpec]) -> list[dict[str, float]]:
     """The old path, in a fresh process: every spec trained in that one process in turn."""
     code = ("import json, statistics, sys\n"
-            "from harness.core.spec import task_from_dict\n"
+            "from harness.core.kinds import spec_of\n"
             "from harness.rank.loops import run_throughput\n"
             "for line in sys.stdin:\n"
-            "    r = run_throughput(task_from_dict(json.loads(line)))\n"
+            "    r = run_throughput(spec_of(json.loads(line)))\n"
             "    print(json.dumps({'step_s': statistics.median(r.step_times),"
             " 'peak_memory': r.peak_memory}), flush=True)\n")
     feed = "".join(json.dumps(spec.as_dict()) + "\n" for spec in specs)

@@ -87,6 +87,26 @@ def test_image_round_trip(tmp_path, layout: str, extension: str) -> None:
         assert any(labels[i] == label and torch.allclose(image, expected[i]) for i in range(10))
 
 
+def test_old_hdf5_layout_is_read_with_a_deprecation_note(tmp_path, capsys) -> None:
+    """images/labels in HDF5 is the old layout: read as before, with a note naming the file
+    and the layout to write; .npz arrays keep their names and get no note."""
+    images, labels = _arrays(10)
+    old = str(tmp_path / "old.h5")
+    _save_h5(old, images=images, labels=labels)
+    train, evaluation = load_image_arrays(old, None, 3, 4)
+    assert len(train) + len(evaluation) == 10
+    note = capsys.readouterr().err
+    assert note.startswith(f"dtbench: note: --data {old}: HDF5 datasets 'images'/'labels' are "
+                           "the old layout")
+    assert "'data' (N, C, H, W) and 'label' (N)" in note and "data make" in note
+    load_image_arrays(old, None, 3, 4)
+    assert capsys.readouterr().err == ""  # once a file and process
+    arrays = str(tmp_path / "arrays.npz")
+    np.savez(arrays, images=images, labels=labels)
+    load_image_arrays(arrays, None, 3, 4)
+    assert capsys.readouterr().err == ""
+
+
 def test_eval_arrays_resize_and_aliases(tmp_path) -> None:
     images, labels = _arrays(6)
     path = str(tmp_path / "data.hdf5")

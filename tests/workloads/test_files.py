@@ -120,6 +120,18 @@ def test_a_shard_sample_without_its_label_is_named(tmp_path: Path) -> None:
         check_dataset(get_workload("alexnet"), "tiny", str(shard.parent))
 
 
+def test_data_make_writes_hdf5s_one_layout_read_by_chunk_without_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    name, path = made(tmp_path, "hdf5", samples=6)
+    [file] = sorted(path.glob("*.h5"))
+    with h5py.File(file, "r") as handle:
+        assert sorted(handle.keys()) == ["data", "label"]
+        assert handle["data"].shape[0] == 6 and handle["data"].chunks[0] == 1
+    train, held = file_datasets(get_workload(name), "tiny", str(path), LoaderOptions())
+    assert len(train) + len(held) == 6
+    assert "old layout" not in capsys.readouterr().err
+
+
 def test_hdf5_with_wrong_keys_or_shapes_is_refused(tmp_path: Path) -> None:
     workload = get_workload("hep_cnn")
     wrong = tmp_path / "wrong.h5"

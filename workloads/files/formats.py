@@ -27,6 +27,7 @@ from harness.core.errors import RunFailed, UsageError
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 FORMATS = ("imagefolder", "webdataset", "hdf5", "tokens")
 TOKENS_FILE = "tokens.bin"
+# HDF5's one layout, the one `dtbench data make` writes: `data` (N, C, H, W), `label` (N)
 HDF5_KEYS = ("data", "label")
 
 
@@ -42,8 +43,9 @@ def detect(path: str) -> str:
         raise UsageError(f"--data {path}: no such file or directory")
     if target.is_file():
         if target.suffix in (".h5", ".hdf5"):
-            # `data` and `label` are read by chunk; `images`/`x` arrays are loaded whole by
-            # time-to-train runs (workloads/data.py)
+            # `data` and `label` (HDF5's one layout) are read by chunk; a file of the old
+            # layout, `images`/`x` arrays, is loaded whole by time-to-train runs with a
+            # deprecation note (workloads/data.py)
             return "arrays" if _arrays_file(target) else "hdf5"
         if target.suffix == ".tar":
             return "webdataset"
@@ -66,7 +68,8 @@ def detect(path: str) -> str:
 
 
 def _arrays_file(path: Path) -> bool:
-    """An HDF5 file of whole arrays (`images` or `x`, no `data`): workloads/data.py's."""
+    """An HDF5 file in the old layout, whole arrays (`images` or `x`, no `data`): read by
+    workloads/data.py."""
     import h5py
 
     try:

@@ -9,14 +9,12 @@ relative error against the reference."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import os
 import statistics
 from typing import Any
 
+from harness.core.kinds import KERNEL
 from harness.core.spec import performance_env
-from harness.microbench.kernels.metrics import TASK
 from harness.microbench.kernels.roofline import (
     arithmetic_intensity,
     attainable_flops,
@@ -33,13 +31,6 @@ from harness.records.record import measured as catalogued
 REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
               "lstm": "torch.lstm_cell, fp32",
               "attention": "scaled_dot_product_attention's math backend, fp32"}
-IDENTITY = ("family", "kernel", "shape", "pass", "algorithm", "precision", "backend", "threads")
-
-
-def kernel_spec_key(spec: dict[str, Any]) -> str:
-    """A short stable hash of the kernel's identity (not its set, sources or timing)."""
-    identity = {name: spec.get(name) for name in IDENTITY}
-    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def kernel_spec(measured: Measurement, kernel_set: KernelSet, backend: str,
@@ -47,7 +38,7 @@ def kernel_spec(measured: Measurement, kernel_set: KernelSet, backend: str,
     case = measured.case
     timing = kernel_set.timing
     return {
-        "task": TASK, "workload": f"kernel-{case.family}", "family": case.family,
+        "task": KERNEL.task, "workload": f"kernel-{case.family}", "family": case.family,
         "kernel": case.label(), "shape": case.shape.as_dict(), "pass": measured.pass_,
         "algorithm": measured.algorithm, "precision": measured.precision, "backend": backend,
         "threads": threads, "size": "-", "comm": "none", "launcher": "local", "world_size": 1,
@@ -106,4 +97,4 @@ def kernel_record(measured: Measurement, roofs: Roofs | None, *, run_id: str,
     return build_record(run_id=run_id, created=created, status=measured.status,
                         error=measured.error, harness=harness, machine=machine,
                         software=software, spec=spec, metrics=metrics, events=[],
-                        extra={"spec_key": kernel_spec_key(spec), "notes": notes})
+                        extra={"spec_key": KERNEL.key(spec), "notes": notes})

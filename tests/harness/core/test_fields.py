@@ -88,7 +88,8 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
 
 
 def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
-    from harness.compare.matching import KEY_FIELDS, NOT_IDENTITY
+    from harness.compare.matching import NOT_IDENTITY
+    from harness.core.kinds import KEY_FIELDS
     from harness.records.summary import SUMMARY_COLUMNS
     from harness.report.view import SPEC_FIELDS
     from harness.store.directory import COLUMNS, STAMP_COLUMNS
@@ -112,7 +113,8 @@ def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
 def test_the_experiment_is_the_key_and_the_fields_kept_apart_beside_it() -> None:
     """The suite stays out of the key (published records keep theirs) but tells experiments
     apart: every view's identity is the declared one."""
-    from harness.records.experiment import IDENTITY_FIELDS, experiment_key
+    from harness.core.kinds import IDENTITY_FIELDS
+    from harness.records.experiment import experiment_key
 
     assert apart_fields(RUN_FIELDS) == ("suite",)
     assert set(IDENTITY_FIELDS) == set(spec_fields(RUN_FIELDS)) - set(NOT_IN_KEY) | {"suite"}

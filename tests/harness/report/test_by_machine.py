@@ -70,7 +70,7 @@ def test_rows_are_experiments_machines_without_a_row_are_named_units_as_elsewher
     """A gloo and an MPI run of one model are two rows (they were one cell); the reference is
     the identified machine with the most records, not the unidentifiable one with more; a
     machine of kernel records alone is named under every table; MFU in %, memory in GiB."""
-    from harness.microbench.kernels.metrics import TASK
+    from harness.core.kinds import KERNEL
     from harness.report.machines import by_machine
     from harness.report.markdown import render
     from harness.report.view import views_of
@@ -83,7 +83,7 @@ def test_rows_are_experiments_machines_without_a_row_are_named_units_as_elsewher
                 _on(training("m", world_size=2, comm="mpi"), {"name": "box"}),
                 _on(training("b1"), {"name": "box"})]
     kernel = _on(training("k"), {"name": "kernels-only"})
-    kernel["spec"]["task"] = TASK
+    kernel["spec"]["task"] = KERNEL.task
     text = render(by_machine(views_of([*records, kernel]), None, summary="", regenerate=""))
     assert "beside every machine but the reference (box)" in text
     throughput = text.split("### throughput (samples/s)")[1].split("###")[0]

@@ -8,7 +8,8 @@ import datetime as dt
 import pytest
 import torch
 
-from harness.microbench.kernels.records import kernel_record, kernel_spec_key
+from harness.core.kinds import KERNEL
+from harness.microbench.kernels.records import kernel_record
 from harness.microbench.kernels.roofline import kernel_bytes, kernel_flops
 from harness.microbench.kernels.runner import KernelRunner, planned_steps
 from harness.microbench.kernels.sets import get_set
@@ -118,7 +119,7 @@ def test_roofs_come_from_the_run_itself(records: list[dict]) -> None:
 
 def test_spec_key_covers_the_identity_only(records: list[dict]) -> None:
     spec = dict(records[2]["spec"])
-    assert kernel_spec_key(spec) == records[2]["spec_key"]
-    assert kernel_spec_key({**spec, "set": "full", "sources": ["x"], "budget_s": 9}) == \
+    assert KERNEL.key(spec) == records[2]["spec_key"]
+    assert KERNEL.key({**spec, "set": "full", "sources": ["x"], "budget_s": 9}) == \
         records[2]["spec_key"]
-    assert kernel_spec_key({**spec, "threads": 7}) != records[2]["spec_key"]
+    assert KERNEL.key({**spec, "threads": 7}) != records[2]["spec_key"]
