@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from harness.core.metrics import heading_of
 from harness.report.model import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, clean_text, several_machines
@@ -15,6 +16,10 @@ FAMILY_TITLES = {"memory": "memory bandwidth (copy, triad)", "gemm": "GEMM",
                  "conv": "convolution", "lstm": "LSTM cell",
                  "attention": "causal attention (SDPA backends)"}
 SWEEP_GROUP = "sweep"
+# The roofline tables' metric columns after the time, in the units they are shown in.
+ROOFLINE_COLUMNS = (("effective_flops", "GFLOP/s"), ("achieved_bandwidth", "GB/s"),
+                    ("arithmetic_intensity", "FLOP/B"), ("attainable_flops", "GFLOP/s"),
+                    ("share_of_roof", "%"))
 
 
 def _giga(value: float | None) -> str:
@@ -70,20 +75,23 @@ def _not_run(views: list[RecordView]) -> list[str]:
 
 
 def roofs_table(views: list[RecordView], machines: bool = False) -> Table:
-    """Each distinct pair of roofs the records were measured under."""
+    """Each distinct pair of roofs the records were measured under, by machine (with
+    `machines`) and kernel set: each set's invocation measured its own."""
     rows: Counter[tuple[str, ...]] = Counter()
     for view in _successes(views):
         peak, bandwidth = view.value("peak_flops"), view.value("memory_bandwidth")
         kernel = clean_text(view.metrics["memory_bandwidth"].raw.get("kernel"), 20) \
             if "memory_bandwidth" in view.metrics else "-"
         ridge = format_number(peak / bandwidth) if peak and bandwidth else "-"
-        rows[(*[view.machine_label] * machines, view.text("backend"), view.precision,
-              view.text("threads"), _giga(peak), _giga(bandwidth), kernel or "-", ridge)] += 1
+        rows[(*[view.machine_label] * machines, view.text("set"), view.text("backend"),
+              view.precision, view.text("threads"), _giga(peak), _giga(bandwidth), kernel or "-",
+              ridge)] += 1
     columns = ["machine"] * machines + [
-        "backend", "precision", "threads", "peak (GFLOP/s)", "bandwidth (GB/s)",
-        "bandwidth from", "ridge point (FLOP/B)", "records"]
+        "set", "backend", "precision", "threads", f"{heading_of('peak_flops')} (GFLOP/s)",
+        f"{heading_of('memory_bandwidth')} (GB/s)", "bandwidth from", "ridge point (FLOP/B)",
+        "records"]
     return Table("Roofs", columns, [[*key, str(count)] for key, count in sorted(rows.items())],
-                 [False] * (3 + machines) + [True, True, False, True, True],
+                 [False] * (4 + machines) + [True, True, False, True, True],
                  intro="Measured in the same invocation as the kernels: the compute roof is the "
                        "best GEMM median (torch.mm and oneDNN over square sizes grown within a "
                        "time budget, as dtbench peak measures it), the bandwidth roof the better "
@@ -96,9 +104,9 @@ def roofline_table(family: str, views: list[RecordView], machines: bool = False)
     having = _successes(views, family)
     extra = [name for name in ("threads", "set") if _varies(having, name)]
     columns = ["machine"] * machines + ["kernel", "pass", "algorithm", "precision", *extra,
-                                        "time (ms)",
-               "effective (GFLOP/s)", "GB/s", "intensity (FLOP/B)", "roof (GFLOP/s)",
-               "share of roof (%)", "bound", "max rel. error"]
+                                        f"{heading_of('time')} (ms)",
+               *(f"{heading_of(name)} ({unit})" for name, unit in ROOFLINE_COLUMNS), "bound",
+               heading_of("max_rel_error")]
     rows = []
     for view in having:
         seconds = view.value("time")

@@ -26,7 +26,13 @@ from harness.records.experiment import (
     version_of,
 )
 from harness.report.columns import heading, identity_columns
-from harness.report.machines import default_reference, latest_runs, ratio_cell, why_no_row
+from harness.report.machines import (
+    default_reference,
+    latest_runs,
+    ratio_cell,
+    ratio_text,
+    why_no_row,
+)
 from harness.report.model import Section, Table
 from harness.report.units import Scale, report_scales, with_ci
 from harness.report.view import RecordView, clean_text
@@ -150,7 +156,7 @@ def _table(views: list[RecordView], values: dict[str, dict[str, list[float]]],
                 notes.append(f"{machine}, {first[key].workload}: {why}")
         ratios = [statistics.median(values[key][machine]) / statistics.median(values[key][base])
                   for key in every if statistics.median(values[key][base]) > 0]
-        row.append("reference" if machine == base else f"{_geomean(ratios):.2f}×"
+        row.append("reference" if machine == base else f"{ratio_text(_geomean(ratios))}×"
                    if ratios and len(ratios) == len(every) and min(ratios) > 0 else "-")
         rows.append(row)
     specs = [first[key].spec for key in keys]

@@ -146,8 +146,13 @@ def ratio_cell(values: list[float], reference: list[float] | None, scale: Scale)
     ratio = statistics.median(values) / statistics.median(reference)
     if len(values) >= 2 and len(reference) >= 2:
         low, high = bootstrap_ratio_ci(reference, values)
-        return f"{shown} ({ratio:.2f}× [{low:.2f}, {high:.2f}])"
-    return f"{shown} ({ratio:.2f}×)"
+        return f"{shown} ({ratio_text(ratio)}× [{ratio_text(low)}, {ratio_text(high)}])"
+    return f"{shown} ({ratio_text(ratio)}×)"
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio to two decimals, or two significant digits below 0.1 (0.0082, not 0.01)."""
+    return f"{ratio:.2f}" if abs(ratio) >= 0.1 or ratio == 0 else f"{ratio:.2g}"
 
 
 def _unit(views: list[RecordView], name: str) -> str:
