@@ -15,9 +15,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="default: from the -o suffix, else md")
     add_output_file(parser, "the report", SUFFIXES)
-    parser.add_argument("--by", choices=("machine",), default=None,
-                        help="machine: rows of experiments, one column per machine (default: "
-                        "none, rows of records)")
+    parser.add_argument("--by", choices=("machine", "record"), default=None,
+                        help="machine: rows of experiments, one column per machine; record: a "
+                        "row per record (default: machine with two machines or more that "
+                        "trained, else record)")
+    parser.add_argument("--runs", action="store_true",
+                        help="end the Markdown with the run ids of every record (default: "
+                        "left out; the HTML keeps them collapsed)")
     parser.add_argument("--reference", metavar="MACHINE",
                         help="with --by machine, the machine the others are compared with "
                         "(default: the identified machine with the most records)")

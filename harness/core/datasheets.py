@@ -124,3 +124,26 @@ def cpu_peak_estimate(machine: Mapping[str, Any], precision: str,
             "flops_per_cycle": per_cycle, "basis": basis,
             "method": "estimate: cores x clock x FLOPs per cycle (the clock as the OS "
                       "reports it; turbo and AVX-512 offsets move it)"}
+
+
+# The instructions that compute a precision natively on a CPU, by architecture, as
+# /proc/cpuinfo spells them (harness/machine/hardware.py records them as isa_flags). A CPU
+# with none of them runs the precision by converting to fp32 and back (oneDNN's emulation):
+# it works, often slower than fp32 itself (bf16 on AVX2 Zen 1 to 3).
+NATIVE_PRECISION_FLAGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "bf16": {"x86_64": ("avx512_bf16", "amx_bf16"), "aarch64": ("bf16",)},
+    "fp16": {"x86_64": ("avx512_fp16",)},
+}
+
+
+def emulated_precision(machine: Mapping[str, Any], precision: str) -> bool:
+    """Whether a CPU had no instruction for `precision` (bf16 on an AVX2 CPU), as its recorded
+    ISA flags say; never claimed where the flags were not recorded or the architecture or
+    precision has no entry above."""
+    flags = machine.get("isa_flags")
+    arch = str(machine.get("arch") or "").lower()
+    native = NATIVE_PRECISION_FLAGS.get(precision, {}).get({"amd64": "x86_64",
+                                                            "arm64": "aarch64"}.get(arch, arch))
+    if native is None or not isinstance(flags, list) or not flags:
+        return False
+    return not any(flag in flags for flag in native)

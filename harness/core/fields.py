@@ -144,6 +144,8 @@ class RunField:
     store_type: str = "text"
     # position among the report's spec columns (0: not a column)
     report: int = 0
+    # what a table column calls the field, where its name is not the reader's word
+    heading: str | None = None
     launch: bool = False
     # the declaring dataclass's default (MISSING: none, or not a dataclass field); a help text's
     # "{default}" shows it, so the value is written once

@@ -99,7 +99,7 @@ class RunSpec:
     nproc_per_node: int = declare(1, "-n", "--nproc", option="nproc", type=int_list,
                                   action="append", suite=int, multi=6, help="ranks per node; "
                                   "a comma list such as 1,2,4 runs each (default {default})")
-    nnodes: int = declare(1, "--nnodes", type=positive_int, suite=int, report=8,
+    nnodes: int = declare(1, "--nnodes", type=positive_int, suite=int, report=8, heading="nodes",
                           help="nodes of a multi-node run (default {default})")
     strategy: str = declare("ddp", "--strategy", suite=str, multi=7, newer=True,
                             help="how the run is distributed (dtbench list shows them); "
@@ -123,7 +123,7 @@ class RunSpec:
                         help="workload preset (repeatable; default {default})")
     batch_per_rank: int = declare(
         0, "--batch-size", option="batch_size", type=int_list, action="append", suite=int,
-        multi=8, report=10,
+        multi=8, report=10, heading="batch/rank",
         help="per rank; a comma list such as 8,16,32 runs each (a batch sweep, which "
         "`predict` fits its compute curve to; default: the workload preset's)")
     # large-batch training: workloads/optimizers.py
@@ -175,6 +175,7 @@ class RunSpec:
                         help="throughput (speed) or ttt (train to the quality target); default "
                         "{default}")
     threads: int = declare(0, "--threads", type=positive_int, suite=int, minimum=0, report=9,
+                           heading="threads/rank",
                            help="CPU threads per rank (default: on cpu the usable cores divided "
                            "by the ranks per node, on cuda torch's own)")
     seed: int = declare(0, "--seed", type=non_negative_int, suite=int, minimum=0,
@@ -225,6 +226,7 @@ class RunSpec:
         "text for time-to-train (default: none, synthetic samples)")
     loader_workers: int = declare(
         0, "--loader-workers", type=non_negative_int, suite=int, minimum=0, newer=True,
+        heading="loader workers",
         help="DataLoader worker processes reading --data (default 0: the training loop reads)")
     skip_bad_samples: bool = declare(
         False, "--skip-bad-samples", action="store_true", suite=bool, newer=True,
@@ -339,7 +341,7 @@ OPTION_FIELDS: tuple[RunField, ...] = (
 )
 # Properties of a spec that records carry beside its fields (RunSpec.as_dict).
 DERIVED_FIELDS: tuple[RunField, ...] = (
-    RunField("world_size", store=True, store_type="bigint", report=7),
+    RunField("world_size", store=True, store_type="bigint", report=7, heading="ranks"),
     RunField("global_batch", report=11),
 )
 

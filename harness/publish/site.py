@@ -22,6 +22,7 @@ from pathlib import Path
 from harness.core.errors import UsageError
 from harness.core.files import RefusedFile, folder_under
 from harness.publish.fleet import PAGE, fleet_page, has_doctor_records
+from harness.publish.latest import latest_table
 from harness.publish.page import e, render_page
 from harness.publish.records import (
     Bundle,
@@ -29,33 +30,17 @@ from harness.publish.records import (
     Names,
     bundle_entries,
     chunks,
-    short_commit,
     write_chunk,
 )
 from harness.publish.trends import steps_table, trends
-from harness.records.experiment import experiment_key, fields_of, text
 from harness.records.summary import latest_rows
-from harness.report.columns import heading as column_heading
-from harness.report.columns import identity_columns
 from harness.report.html import render_table
 from harness.report.machineplot import machines_chart
-from harness.report.machines import (
-    SHOWN,
-    SYSTEM_COLUMNS,
-    by_machine,
-    default_reference,
-    experiment,
-    systems_table,
-)
+from harness.report.machines import SYSTEM_COLUMNS, by_machine, default_reference, systems_table
 from harness.report.model import Table, table_heading
 from harness.report.tables import records_table
-from harness.report.units import column_scale, with_ci
 from harness.report.view import RecordView, sort_key
 from harness.store.sources import Catalog
-
-# (metric, heading) of the latest-results columns
-LATEST_METRICS = (("throughput", "throughput"), ("mfu", "MFU"),
-                  ("peak_memory", "peak memory"), ("time_to_train", "time to train"))
 
 
 @dataclass
@@ -103,10 +88,6 @@ def _pages_in_parallel(builder: Builder, pages: list[tuple[str, str]]
     return results()
 
 
-def _commit(view: RecordView) -> str:
-    return short_commit(view) or "-"
-
-
 def _dates(entries: list[Entry]) -> tuple[str, str]:
     days = sorted(entry.view.created_at[:10] for entry in entries if entry.view.created_at)
     return (days[0], days[-1]) if days else ("-", "-")
@@ -133,47 +114,6 @@ def _records(entries: list[Entry], root: str, table_id: str) -> list[str]:
     links = {(r, 0): f"{root}{entry.link}" for r, entry in enumerate(ordered)}
     return _section("Records", table, table_id, links=links,
                     intro="Every record, linked to its JSON as it was stored.")
-
-
-def latest_table(entries: list[Entry]) -> tuple[Table, list[Entry]]:
-    """One row per experiment (the identity every view shares): its newest record's status
-    and main metrics; a column for each identity field that differs within a workload, the
-    others named under the table."""
-    newest: dict[str, Entry] = {}
-    for entry in entries:
-        if not entry.training:
-            continue
-        key = experiment_key(entry.view.as_record())
-        known = newest.get(key)
-        if known is None or (known.view.created_at, known.view.run_id) < (
-                entry.view.created_at, entry.view.run_id):
-            newest[key] = entry
-    extra, every_row = identity_columns([entry.view.spec for entry in newest.values()], SHOWN)
-
-    def cells(entry: Entry) -> list[str]:
-        fields = fields_of(entry.view.spec)
-        return [*experiment(entry.view), *(text(name, fields.get(name)) for name in extra)]
-
-    chosen = sorted(newest.values(), key=lambda entry: (cells(entry), entry.view.run_id))
-    columns = ["workload", "size", "precision", "ranks", "strategy",
-               *(column_heading(name) for name in extra), "commit"]
-    scales = {}
-    for name, heading in LATEST_METRICS:
-        having = [entry.view.metrics[name] for entry in chosen if name in entry.view.metrics]
-        scales[name] = (having[0].unit if having else "", column_scale(name, having))
-        label = scales[name][1].label
-        columns.append(f"{heading} ({label})" if label else heading)
-    rows = []
-    for entry in chosen:
-        view = entry.view
-        rows.append([*cells(entry), _commit(view),
-                     *(with_ci(view.metrics.get(name), scales[name][1], scales[name][0])
-                       for name, _ in LATEST_METRICS),
-                     view.status_text, view.created_at, view.run_id])
-    return Table(title="Latest results", columns=[*columns, "status", "created (UTC)", "run"],
-                 rows=rows, numeric=[False] * 3 + [True, False] + [False] * len(extra)
-                 + [False] + [True] * len(LATEST_METRICS) + [False] * 3,
-                 footnotes=[every_row] if every_row else []), chosen
 
 
 class Builder:

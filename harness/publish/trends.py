@@ -15,14 +15,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from harness.compare.history import MIN_EFFECT, Series, build_series
+from harness.core.metrics import heading_of
 from harness.report.model import Table
 from harness.report.units import Scale, choose_scale, format_number
 from harness.report.view import clean_text
 
-# (metric, heading): what the trends follow, in page order. Not MFU: on one machine it is
-# throughput times a constant of the workload over the measured peak, the same curve again.
-TREND_METRICS = (("throughput", "throughput"), ("peak_memory", "peak memory"),
-                 ("time_to_train", "time to train"))
+# What the trends follow, in page order. Not MFU: on one machine it is throughput times a
+# constant of the workload over the measured peak, the same curve again.
+TREND_METRICS = ("throughput", "peak_memory", "time_to_train")
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ def trends(records: list[dict[str, Any]], min_effect: float = MIN_EFFECT) -> lis
     metrics some successful record holds."""
     found = []
     with style.context("default"):
-        for metric, heading in TREND_METRICS:
+        for metric in TREND_METRICS:
+            heading = heading_of(metric)
             series = build_series(records, metric, min_effect)
             if not series:
                 continue

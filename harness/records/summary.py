@@ -18,18 +18,12 @@ from typing import Any
 
 from harness.core.kinds import TRAINING, kind_of
 from harness.core.machine_load import is_busy, is_imprecise
+from harness.core.metrics import indexed_metrics
 from harness.machine.names import machine_label
 
-# metric -> (unit, higher is better): the metrics every whole-store view follows
-INDEXED_METRICS: dict[str, tuple[str, bool]] = {
-    "throughput": ("samples/s", True),
-    "step_time": ("s", False),
-    "mfu": ("1", True),
-    "peak_memory": ("bytes", False),
-    "time_to_train": ("s", False),
-    "achieved_flops": ("FLOP/s", True),
-    "scaling_efficiency": ("1", True),
-}
+# the metrics every whole-store view follows (the catalogue says which, and their units)
+INDEXED = indexed_metrics()
+INDEXED_METRICS = tuple(info.name for info in INDEXED)
 METRIC_COLUMNS = tuple(f"m_{name}" for name in INDEXED_METRICS)
 # spec fields the index's spec columns lack, which whole-store views need
 SPEC_SUMMARY = ("task", "strategy")
@@ -93,10 +87,9 @@ def summary_record(row: Mapping[str, Any], spec_columns: tuple[str, ...]) -> dic
         # what marks its status: the reason stays in the record itself
         "load": {"busy": True, "busy_reason": "see the record"} if row.get("busy") else {},
         "notes": {"measurement": {"target_met": False}} if row.get("imprecise") else {},
-        "metrics": [{"name": name, "unit": unit, "value": row[column],
-                     "higher_is_better": higher}
-                    for (name, (unit, higher)), column in zip(INDEXED_METRICS.items(),
-                                                              METRIC_COLUMNS, strict=True)
+        "metrics": [{"name": info.name, "unit": info.unit, "value": row[column],
+                     "higher_is_better": info.higher_is_better}
+                    for info, column in zip(INDEXED, METRIC_COLUMNS, strict=True)
                     if row.get(column) is not None],
     }
 

@@ -17,9 +17,8 @@ from harness.core.files import check_output_file, write_atomic
 from harness.core.outputs import csv_text
 from harness.records.summary import latest_rows
 from harness.report import csv_format, html, markdown
-from harness.report.kernels import kernel_section
-from harness.report.predictions import prediction_tables
-from harness.report.tables import Section, build_report, older_note, regenerate_command
+from harness.report.columns import heading as column_heading
+from harness.report.compose import build_report, regenerate_command
 from harness.report.view import RecordView, clean_text, views_of
 from harness.store.sources import Loaded, catalog_inputs
 from harness.store.url import is_store_url, redact
@@ -45,44 +44,31 @@ def check_output(output: str | None) -> Path | None:
 
 
 def render(loaded: Loaded, fmt: str, *, paths: list[str], regenerate: str,
-           by: str | None = None, reference: str | None = None, older: int = 0) -> str:
+           by: str | None = None, reference: str | None = None, older: int = 0,
+           runs: bool = False) -> str:
     """The report of the loaded records in one format (`older`: how many records were left
-    out as older than their experiment's latest)."""
+    out as older than their experiment's latest; `by`: machine or record, by default machine
+    where two machines or more trained; `runs`: the appendix of run ids in Markdown too)."""
     views: list[RecordView] = views_of(loaded.records)
-    if by == "machine":
-        return _render_by_machine(views, fmt, reference, paths, regenerate, older)
     if fmt == "csv":
-        return csv_format.render(views)
+        return _machine_csv(views) if by == "machine" else csv_format.render(views)
     report = build_report(views, paths=paths, files=loaded.sources, skipped=loaded.warnings,
-                          regenerate=regenerate, older=older)
-    kernels = kernel_section(views)
-    if kernels is not None:
-        report.sections.append(kernels)
-    predicted = [view for view in views if view.is_prediction]
-    if predicted:
-        report.sections.append(Section("Predictions", prediction_tables(predicted)))
+                          regenerate=regenerate, older=older, by=by, reference=reference,
+                          runs=runs)
     if fmt == "html":
         return html.render(report, views)
     return markdown.render(report)
 
 
-def _render_by_machine(views: list[RecordView], fmt: str, reference: str | None,
-                       paths: list[str], regenerate: str, older: int = 0) -> str:
+def _machine_csv(views: list[RecordView]) -> str:
     from harness.report import machines
 
-    if fmt == "csv":
-        stream = io.StringIO()
-        writer = csv.writer(stream, lineterminator="\n")
-        writer.writerow(["machine", "commit", "workload", "size", "precision", "ranks",
-                         "strategy", "experiment", "metric", "value"])
-        writer.writerows([csv_text(cell) for cell in row] for row in machines.csv_rows(views))
-        return stream.getvalue()
-    report = machines.by_machine(views, reference,
-                                 summary=f"{len(views)} record(s) from "
-                                 f"{clean_text(' '.join(paths))}, machines side by side."
-                                 + older_note(older),
-                                 regenerate=regenerate)
-    return html.render(report, []) if fmt == "html" else markdown.render(report)
+    stream = io.StringIO()
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(["machine", "commit", *map(column_heading, machines.SHOWN), "experiment",
+                     "metric", "value"])
+    writer.writerows([csv_text(cell) for cell in row] for row in machines.csv_rows(views))
+    return stream.getvalue()
 
 
 def _write_stdout(text: str) -> None:
@@ -110,11 +96,12 @@ def command(args: argparse.Namespace) -> int:
         raise UsageError(f"no records in {clean_text(' '.join(paths))}"
                          + (f" ({len(loaded.warnings)} file(s) skipped)" if loaded.warnings
                             else ""))
-    regenerate = regenerate_command(paths, args.format, args.output, getattr(args, "by", None),
-                                    getattr(args, "reference", None))
-    text = render(loaded, fmt, paths=paths, regenerate=regenerate,
-                  by=getattr(args, "by", None), reference=getattr(args, "reference", None),
-                  older=len(catalog.rows) - len(shown))
+    by, runs = getattr(args, "by", None), bool(getattr(args, "runs", False))
+    regenerate = regenerate_command(paths, args.format, args.output, by,
+                                    getattr(args, "reference", None), runs)
+    text = render(loaded, fmt, paths=paths, regenerate=regenerate, by=by,
+                  reference=getattr(args, "reference", None),
+                  older=len(catalog.rows) - len(shown), runs=runs)
     if target is None:
         _write_stdout(text)
         return 0

@@ -10,15 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.core.headings import field_heading as heading
 from harness.records.experiment import covered_by_strategy, fields_of, same_in_every_row, varying
 
-# Column headings of spec fields, where the option's name is not the reader's word.
-HEADINGS = {"world_size": "ranks", "batch_per_rank": "batch/rank", "nnodes": "nodes",
-            "threads": "threads/rank", "loader_workers": "loader workers"}
-
-
-def heading(name: str) -> str:
-    return HEADINGS.get(name, name)
+__all__ = ["heading", "identity_columns"]
 
 
 def _by_workload(specs: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:

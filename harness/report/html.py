@@ -1,4 +1,5 @@
-"""The report as one self-contained HTML page: the Markdown tables plus embedded PNG plots.
+"""The report as one self-contained HTML page: the Markdown tables plus embedded PNG plots,
+and the run ids in a collapsed appendix.
 
 No script, no external resource: a Content-Security-Policy meta tag forbids both, so a
 string that slipped through escaping still could not load or run anything.
@@ -9,8 +10,7 @@ import base64
 from collections.abc import Mapping
 from html import escape
 
-from harness.report.model import NOTES_HEADING, table_heading
-from harness.report.tables import Report, Table
+from harness.report.model import NOTES_HEADING, Report, Table, table_heading
 from harness.report.view import RecordView
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
@@ -26,6 +26,7 @@ figure { margin: 1em 0 2em; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption, .note { color: #555; font-size: 0.9em; }
 code { background: #f5f5f5; padding: 0 0.2em; }
+summary { cursor: pointer; margin: 1em 0; font-weight: bold; }
 """
 
 
@@ -62,7 +63,9 @@ def _plots(views: list[RecordView]) -> list[str]:
 
     lines = ["<h2>Plots</h2>"]
     number = 0
-    plots = render_plots(views)
+    from harness.report.kernelplots import kernel_roofline_plot
+
+    plots = [*render_plots(views), kernel_roofline_plot(views)]
     if any(view.is_prediction for view in views):
         from harness.report.predictions import efficiency_plot
 
@@ -94,8 +97,7 @@ def render(report: Report, views: list[RecordView]) -> str:
              f'<meta http-equiv="Content-Security-Policy" content="{_e(CSP)}">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              "<title>dtbench report</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-             "<h1>dtbench report</h1>", f"<p>{_e(report.summary)}</p>",
-             f"<p>Regenerate with: <code>{_e(report.regenerate)}</code></p>"]
+             "<h1>dtbench report</h1>", f"<p>{_e(report.summary)}</p>"]
     for section in report.sections:
         lines.append(f"<h2>{_e(section.title)}</h2>")
         if section.intro:
@@ -116,7 +118,9 @@ def render(report: Report, views: list[RecordView]) -> str:
     if report.skipped:
         lines += ["<h2>Skipped inputs</h2>", *_items(report.skipped)]
     if not report.empty:
-        lines += ["<h2>Records</h2>", *render_table(report.records)]
+        lines += ["<details>", f"<summary>Records: the {len(report.records.rows)} run ids the "
+                  "report was made from</summary>", *render_table(report.records), "</details>"]
+    lines.append(f"<p>Regenerate with: <code>{_e(report.regenerate)}</code></p>")
     if report.files:
         lines += ["<p>Files read:</p>", *_items(report.files)]
     return "\n".join([*lines, "</body>", "</html>"]) + "\n"

@@ -9,6 +9,7 @@ import math
 import statistics
 
 from matplotlib import style
+from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from harness.records.experiment import experiment_key, fields_of, text, varying
@@ -43,6 +44,13 @@ def _group_labels(experiments: dict[str, list[RecordView]]) -> dict[str, str]:
                   for name in differ]
         labels[key] = "\n".join(lines)
     return labels
+
+
+def _legend_columns(machines: list[str], figure: Figure) -> int:
+    """As many legend columns as the figure's width holds (a column is as wide as its widest
+    entry: a patch and about 0.075 in a character in the small font)."""
+    widest = 0.6 + 0.075 * max(len(_label(m, 50)) for m in machines)
+    return max(1, min(len(machines), 4, int((figure.get_figwidth() - 0.3) // widest)))
 
 
 def machines_chart(views: list[RecordView], reference: str, title: str = "Throughput by machine"
@@ -97,7 +105,7 @@ def machines_chart(views: list[RecordView], reference: str, title: str = "Throug
             axes.set_axis_off()
         figure.legend(handles=[Patch(color=colours[m], label=_label(m, 50)) for m in machines],
                       title="machine (reference first)", fontsize="small",
-                      loc="outside upper center", ncols=min(len(machines), 4))
+                      loc="outside upper center", ncols=_legend_columns(machines, figure))
         png = _png(figure)
     names = ", ".join(clean_text(name, 40) for name in panels)
     return Plot(title, f"Bar chart of training throughput in samples per second of each "

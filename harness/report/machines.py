@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from harness.core.errors import UsageError
-from harness.core.metrics import metric_info
+from harness.core.metrics import heading_of, metric_info
 from harness.core.stats import bootstrap_ratio_ci
 from harness.machine.names import system_description
 from harness.records.experiment import (
@@ -29,16 +29,13 @@ from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
 from harness.report.model import Report, Section, Table
 from harness.report.units import Scale, choose_scale
-from harness.report.view import RecordView, clean_text, number
+from harness.report.view import EMULATED, RecordView, clean_text, number
 
-# (metric, heading); a metric's unit where the records do not say is the catalogue's
-MACHINE_METRICS = (("throughput", "throughput"), ("tokens_per_s", "throughput in tokens"),
-                   ("throughput_per_core", "throughput per core or device"),
-                   ("time_to_train", "time to train"), ("mfu", "MFU"),
-                   ("peak_memory", "peak memory"), ("energy_per_sample", "energy per sample"),
-                   ("scaling_efficiency", "scaling efficiency"))
 # Not a recorded metric: throughput over the cores (or devices) a run had, in throughput's unit.
 PER_CORE = "throughput_per_core"
+# The metrics compared, a table each; their headings and units are the catalogue's.
+MACHINE_METRICS = ("throughput", "tokens_per_s", PER_CORE, "time_to_train", "mfu",
+                   "peak_memory", "energy_per_sample", "scaling_efficiency")
 SYSTEM_COLUMNS = (("system_name", "machine"), ("host_processor_model_name", "CPU"),
                   ("host_processor_microarchitecture", "microarchitecture"),
                   ("host_processor_core_count", "cores"),
@@ -48,6 +45,12 @@ SYSTEM_COLUMNS = (("system_name", "machine"), ("host_processor_model_name", "CPU
                   ("framework", "framework"), ("operating_system", "OS"))
 # The columns every table opens with (the strategy column holds its options too).
 SHOWN = ("workload", "size", "precision", "world_size", "strategy")
+
+
+def metric_heading(name: str) -> str:
+    """A compared metric's heading (throughput per core: throughput's, per core)."""
+    return f"{heading_of('throughput')} per core or device" if name == PER_CORE \
+        else heading_of(name)
 
 
 def experiment(view: RecordView) -> tuple[str, ...]:
@@ -95,12 +98,14 @@ def default_reference(views: list[RecordView]) -> str:
 @dataclass
 class Cells:
     """Per metric, experiment key and machine, the runs' values; each experiment's first view
-    (for its columns); each machine's version compared; the run ids of each cell."""
+    (for its columns); each machine's version compared; the run ids of each cell; the cells
+    (experiment, machine) whose precision the machine's CPU only emulates."""
 
     values: dict[str, dict[str, dict[str, list[float]]]]
     first: dict[str, RecordView]
     versions: dict[str, set[str]]
     members: dict[tuple[str, str], list[str]]
+    emulated: set[tuple[str, str]] = field(default_factory=set)
 
 
 def latest_runs(views: list[RecordView]) -> list[RecordView]:
@@ -121,14 +126,18 @@ def cells(views: list[RecordView]) -> Cells:
         found.first.setdefault(key, view)
         found.members[(key, view.machine_label)].append(view.run_id)
         found.versions[view.machine_label].add(version_of(view.as_record()))
-        for name, *_ in MACHINE_METRICS:
+        if view.emulated:
+            found.emulated.add((key, view.machine_label))
+        for name in MACHINE_METRICS:
             value = _value(view, name)
             if value is not None:
                 found.values[name][key][view.machine_label].append(value)
     return found
 
 
-def _cell(values: list[float], reference: list[float] | None, scale: Scale) -> str:
+def ratio_cell(values: list[float], reference: list[float] | None, scale: Scale) -> str:
+    """The median of a machine's runs, and beside it its ratio to the reference's median with
+    a bootstrap 95% interval where both have 2 runs or more (no ratio without `reference`)."""
     if not values:
         return "-"
     shown = scale.show(statistics.median(values))
@@ -137,8 +146,13 @@ def _cell(values: list[float], reference: list[float] | None, scale: Scale) -> s
     ratio = statistics.median(values) / statistics.median(reference)
     if len(values) >= 2 and len(reference) >= 2:
         low, high = bootstrap_ratio_ci(reference, values)
-        return f"{shown} ({ratio:.2f}× [{low:.2f}, {high:.2f}])"
-    return f"{shown} ({ratio:.2f}×)"
+        return f"{shown} ({ratio_text(ratio)}× [{ratio_text(low)}, {ratio_text(high)}])"
+    return f"{shown} ({ratio_text(ratio)}×)"
+
+
+def ratio_text(ratio: float) -> str:
+    """A ratio to two decimals, or two significant digits below 0.1 (0.0082, not 0.01)."""
+    return f"{ratio:.2f}" if abs(ratio) >= 0.1 or ratio == 0 else f"{ratio:.2g}"
 
 
 def _unit(views: list[RecordView], name: str) -> str:
@@ -170,9 +184,10 @@ def why_no_row(views: list[RecordView], machine: str, heading: str,
     return f"none of its {statuses['success']} successful training run(s) reports {heading}"
 
 
-def metric_table(views: list[RecordView], found: Cells, name: str, heading: str,
-                 order: list[str], workload: str | None = None) -> Table:
+def metric_table(views: list[RecordView], found: Cells, name: str, order: list[str],
+                 workload: str | None = None) -> Table:
     """One metric's table: a row per experiment, a column per machine, notes beneath."""
+    heading = metric_heading(name)
     keys = sorted(found.values[name], key=lambda k: (experiment(found.first[k]), k))
     specs = [found.first[key].spec for key in keys]
     extra, left = identity_columns(specs, SHOWN)
@@ -186,14 +201,16 @@ def metric_table(views: list[RecordView], found: Cells, name: str, heading: str,
         view, by = found.first[key], found.values[name][key]
         fields = fields_of(view.spec)
         rows.append([*experiment(view), *(text(f, fields.get(f)) for f in extra),
-                     *(_cell(by.get(m, []), None if m == reference else by.get(reference, []),
-                             scale) for m in columns)])
+                     *(ratio_cell(by.get(m, []), None if m == reference else
+                                  by.get(reference, []), scale)
+                       + (f" {EMULATED}" if (key, m) in found.emulated else "")
+                       for m in columns)])
     rows.sort(key=lambda row: row[:len(SHOWN) + len(extra)])
     title = f"{heading} ({scale.label})" if scale.label else heading
-    table = Table(title=title, columns=["workload", "size", "precision", "ranks", "strategy",
-                                        *(column_heading(f) for f in extra), *columns],
+    table = Table(title=title, columns=[*(column_heading(f) for f in (*SHOWN, *extra)),
+                                        *columns],
                   rows=rows, numeric=[False] * 3 + [True, False] + [False] * len(extra)
-                  + [True] * len(columns))
+                  + [True] * len(columns), fold_until=len(SHOWN) + len(extra))
     table.footnotes = ([left] if left else []) + [
         f"{machine}: no row" + (" (the reference: no ratios in this table)"
                                 if machine == reference else "")
@@ -217,8 +234,8 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
                          f"{', '.join(machines)}")
     order = [reference, *(m for m in machines if m != reference)]
     found = cells(runs)
-    tables = [metric_table(views, found, name, heading, order, workload)
-              for name, heading in MACHINE_METRICS if found.values[name]]
+    tables = [metric_table(views, found, name, order, workload)
+              for name in MACHINE_METRICS if found.values[name]]
     compared = "; ".join(f"{m}: {', '.join(sorted(found.versions[m]))}"
                          for m in order if found.versions.get(m))
     intro = (f"Medians over each machine's runs of an experiment at its latest version of the "
@@ -232,7 +249,7 @@ def by_machine(views: list[RecordView], reference: str | None, *, summary: str,
                   "(listed under Systems): their figures are in the medians, and may be "
                   "slowed by other processes.")
     systems = systems_table(views if workload is None else runs)
-    systems.notes = [f"{view.run_id} ({view.machine_label}): measured on a busy machine "
+    systems.notes = [f"{view.label(machine=True)}: measured on a busy machine "
                      f"({clean_text(view.load.get('busy_reason'))})" for view in busy]
     return Report(summary=summary, regenerate=regenerate,
                   sections=[Section("Systems", [systems]),
@@ -247,7 +264,7 @@ def csv_rows(views: list[RecordView]) -> list[list[str]]:
     rows = []
     for view in training(views):
         whole = clean_text(label(view.spec), None)
-        for name, *_ in MACHINE_METRICS:
+        for name in MACHINE_METRICS:
             found = _value(view, name)
             if found is not None:
                 rows.append([view.machine_label, clean_text(view.code.get("commit"), 60) or "-",

@@ -17,10 +17,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from harness.core.spec import PRECISIONS
 from harness.core.text import size_label
-from harness.report.units import si
-from harness.report.view import RecordView, clean_text, collapsed, group
+from harness.report.view import RecordView, by_experiment, clean_text, group, several_machines
+
+# The longest machine name a legend shows whole.
+LEGEND_LABEL = 50
+# How lines of one machine's colour are told apart.
+LINE_STYLES = ("-", "--", ":", "-.")
 
 
 @dataclass(frozen=True)
@@ -31,11 +34,6 @@ class Plot:
     alt: str
     caption: str
     png: bytes | None = None
-
-
-def several_machines(views: list[RecordView]) -> bool:
-    """Whether records of more than one machine share a plot (their labels then name it)."""
-    return len({view.machine_label for view in views}) > 1
 
 
 def _label(text: str, limit: int = 40) -> str:
@@ -57,16 +55,26 @@ def _png(figure: Figure) -> bytes:
 
 
 def _colours(views: list[RecordView]) -> dict[str, str]:
-    """One colour per precision, fp32 first, so a precision keeps its colour in every plot."""
-    found = {view.text("precision") for view in views}
-    ordered = [p for p in PRECISIONS if p in found] + sorted(found - set(PRECISIONS))
-    return {precision: f"C{i % 10}" for i, precision in enumerate(ordered)}
+    """One colour per machine, in name order, so that a machine keeps its colour in a plot
+    and the same records give the same colours."""
+    return {machine: f"C{i % 10}" for i, machine in enumerate(sorted(
+        {view.machine_label for view in views}))}
 
 
-def _legend(figure: Figure, colours: dict[str, str]) -> None:
-    """One legend of the precision colours beside the panels, never over a bar."""
-    handles = [Patch(color=colour, label=_label(p)) for p, colour in colours.items()]
-    figure.legend(handles=handles, title="precision", fontsize="small",
+def legend_width(colours: dict[str, str]) -> float:
+    """Inches a figure widens by for a legend of these machines beside its panels."""
+    return 0.9 + 0.075 * max((len(_label(m, LEGEND_LABEL)) for m in colours), default=0)
+
+
+def _legend(figure: Figure, colours: dict[str, str], emulated: bool = False) -> None:
+    """One legend of the machine colours beside the panels, never over a bar; a hatched
+    entry where a bar's precision is one its machine's CPU only emulates."""
+    handles = [Patch(color=colour, label=_label(m, LEGEND_LABEL)) for m, colour in
+               colours.items()]
+    if emulated:
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
+                             label="precision emulated"))
+    figure.legend(handles=handles, title="machine", fontsize="small",
                   loc="outside right upper")
 
 
@@ -78,45 +86,56 @@ def _success(views: list[RecordView], metric: str, positive: bool = False
 
 
 def throughput_plot(views: list[RecordView]) -> Plot:
-    """Bars of throughput per configuration, one panel per workload, with CI error bars."""
+    """Bars of throughput per experiment, one panel per workload, a bar per machine in its
+    colour with CI error bars; hatched where the machine's CPU only emulates the precision."""
     title = "Throughput"
     having = _success(views, "throughput")
-    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a throughput: the throughput plot is omitted.")
-    groups = {name: collapsed(members, several, "throughput")
+    groups = {name: by_experiment(members, "throughput")
               for name, members in group(having, "workload").items()}
     colours = _colours(having)
+    machines = list(colours)
     columns = min(len(groups), 3)
     rows = math.ceil(len(groups) / columns)
     widest, right = max(len(bars) for bars in groups.values()), ""
-    figure = _figure(columns * max(4.2, 0.6 * widest + 1.5), 3.6 * rows)
+    width = 0.8 / len(machines)
+    figure = _figure(columns * max(4.2, (0.35 + 0.25 * len(machines)) * widest + 1.5)
+                     + legend_width(colours), 3.8 * rows)
     panels = figure.subplots(rows, columns, squeeze=False).flatten()
     for axes, (workload, bars) in zip(panels, groups.items(), strict=False):
-        heights = [middle for _, _, middle, _, _ in bars]
-        errors = [[max(0.0, middle - low) for _, _, middle, low, _ in bars],
-                  [max(0.0, high - middle) for _, _, middle, _, high in bars]]
-        axes.bar(range(len(bars)), heights, yerr=errors, capsize=3,
-                 color=[colours[view.text("precision")] for _, view, _, _, _ in bars])
-        axes.set_xticks(range(len(bars)), [_label(label, 28) for label, *_ in bars],
+        for g, (_, cells) in enumerate(bars):
+            for m, machine in enumerate(machines):
+                if machine not in cells:
+                    continue
+                view, middle, low, high = cells[machine]
+                axes.bar(g - 0.4 + width * (m + 0.5), middle, width, capsize=2,
+                         yerr=[[max(0.0, middle - low)], [max(0.0, high - middle)]],
+                         color=colours[machine], edgecolor="black" if view.emulated else None,
+                         hatch="//" if view.emulated else None)
+        axes.set_xticks(range(len(bars)), [_label(label, 40) for label, _ in bars],
                         rotation=30, ha="right", fontsize="small")
         axes.set_title(_label(workload))
         axes.set_ylabel("samples/s")
         tokens = {round((v.value("tokens_per_s") or 0) / (v.value("throughput") or 1))
-                  for _, v, *_ in bars}
+                  for _, cells in bars for v, *_ in cells.values()}
         if len(tokens) == 1 and (k := tokens.pop()) > 0:  # a language model: tokens/s too
             axes.secondary_yaxis("right", functions=(lambda x, k=k: x * k, lambda x, k=k: x / k)
                                  ).set_ylabel("tokens/s")
             right = "; a language model's also in tokens/s, right axis"
     for axes in panels[len(groups):]:
         axes.set_axis_off()
-    _legend(figure, colours)
+    emulated = any(view.emulated for view in having)
+    _legend(figure, colours, emulated)
     names = ", ".join(clean_text(name, 40) for name in groups)
     return Plot(title, f"Bar chart of training throughput in samples per second for each "
-                f"configuration of {names}, with 95% confidence interval error bars.",
-                "Throughput by backend and precision, per workload (median, error bars: 95% "
-                "CI of the median; where several runs share a configuration, their median "
-                f"and range{right}).", _png(figure))
+                f"experiment of {names}, a bar per machine, with 95% confidence interval error "
+                "bars.",
+                "Throughput by experiment, per workload, a colour per machine (median, error "
+                "bars: 95% CI of the median; where several runs share an experiment, their "
+                f"median and range{right})" + ("; hatched: a precision the machine's CPU only "
+                                               "emulates" if emulated else "") + ".",
+                _png(figure))
 
 
 def scaling_plot(views: list[RecordView]) -> Plot:
@@ -127,20 +146,23 @@ def scaling_plot(views: list[RecordView]) -> Plot:
     if not having:
         return Plot(title, "", "No record has a scaling efficiency: the scaling plot is "
                     "omitted.")
-    series: dict[str, list[tuple[float, float]]] = {}
+    series: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for view in having:
         ranks = view.spec.get("world_size")
         if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1:
             continue
         kind = clean_text(view.metrics["scaling_efficiency"].raw.get("kind"), 20) or "?"
-        key = f"{view.workload} {view.label(several).rsplit(' ', 1)[0]} ({kind})"
-        series.setdefault(key, [(1.0, 1.0)]).append((float(ranks),
-                                                     view.value("scaling_efficiency") or 0.0))
-    figure = _figure(7.5, 4.2)
+        key = f"{view.workload} {view.label().rsplit(' ', 1)[0]} ({kind})"
+        series.setdefault((view.machine_label, key), [(1.0, 1.0)]).append(
+            (float(ranks), view.value("scaling_efficiency") or 0.0))
+    colours = _colours(having)
+    figure = _figure(7.5 + legend_width(colours) * several, 4.2)
     axes = figure.subplots()
-    for key, points in series.items():
+    for index, ((machine, key), points) in enumerate(series.items()):
         points.sort()
         axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                  color=colours[machine] if several else f"C{index % 10}",
+                  linestyle=LINE_STYLES[index % len(LINE_STYLES)] if several else "-",
                   label=_label(key, 60))
     axes.axhline(1.0, color="grey", linestyle="--", linewidth=1, label="ideal")
     axes.set_xscale("log", base=2)
@@ -151,78 +173,79 @@ def scaling_plot(views: list[RecordView]) -> Plot:
     axes.set_ylabel("scaling efficiency")
     axes.set_ylim(bottom=0)
     axes.legend(fontsize="small")
+    if several:
+        _legend(figure, colours)
     return Plot(title, "Line chart of scaling efficiency against the number of ranks, one "
-                "line per workload and configuration, with the ideal efficiency of 1 dashed.",
+                "line per workload and configuration (a colour per machine where several), "
+                "with the ideal efficiency of 1 dashed.",
                 "Scaling efficiency against ranks (weak: throughput_N / (N × throughput_1); "
                 "strong: t_1 / (N × t_N)); each line starts at its one-rank baseline.",
                 _png(figure))
 
 
 def roofline_plot(views: list[RecordView]) -> Plot:
-    """Achieved FLOP/s of each record under the measured peak of its device and precision."""
+    """Achieved FLOP/s of each experiment on each machine (its colour) under the measured
+    peaks of that machine's precisions (its colour, dashed)."""
     title = "Achieved against peak FLOP/s"
     having = _success(views, "achieved_flops", positive=True)
-    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has achieved FLOP/s: the roofline plot is omitted.")
     colours = _colours(having)
-    points = {name: collapsed(members, several, "achieved_flops")
+    points = {name: by_experiment(members, "achieved_flops")
               for name, members in group(having, "workload").items()}
-    figure = _figure(max(7.0, 0.45 * sum(map(len, points.values())) + 3), 4.6)
+    figure = _figure(max(7.0, 0.45 * sum(map(len, points.values())) + 3)
+                     + legend_width(colours), 4.8)
     axes = figure.subplots()
     positions, labels, peaks = [], [], {}
     for x, (workload, found) in enumerate(points.items()):
-        for label, *_ in found:
+        for label, cells in found:
             positions.append(len(positions) + x)
-            labels.append(_label(f"{workload} {label}", 36))
-        for view in (v for v in having if v.workload == workload):
-            peak = view.value("peak_flops")
-            if peak is not None and peak > 0:
-                key = (view.text("backend"), view.text("precision"), float(f"{peak:.4g}"))
-                peaks.setdefault(key, colours[view.text("precision")])
-        first = len(positions) - len(found)
-        for offset, (_, view, middle, _, _) in enumerate(found):
-            axes.plot(positions[first + offset], middle, marker="o", linestyle="",
-                      color=colours[view.text("precision")])
-    for (backend, precision, peak), colour in peaks.items():
-        axes.axhline(peak, color=colour, linestyle="--", linewidth=1,
-                     label=_label(f"peak {backend}/{precision}: {si(peak, 'FLOP/s')}", 60))
+            labels.append(_label(f"{workload} {label}", 40))
+            for m, (machine, (view, middle, _, _)) in enumerate(sorted(cells.items())):
+                axes.plot(positions[-1] + 0.12 * (m - (len(cells) - 1) / 2), middle,
+                          marker="o", linestyle="", color=colours[machine])
+                peak = view.value("peak_flops")
+                if peak is not None and peak > 0:
+                    peaks.setdefault((machine, view.text("precision"), float(f"{peak:.4g}")),
+                                     colours[machine])
+    for (_, _, peak), colour in peaks.items():
+        axes.axhline(peak, color=colour, linestyle="--", linewidth=1)
     axes.set_yscale("log")
     axes.set_xticks(positions, labels, rotation=45, ha="right", fontsize="small")
     axes.set_ylabel("FLOP/s")
-    axes.plot([], [], marker="o", linestyle="", color="black", label="achieved (per record)")
-    axes.legend(fontsize="small")
-    return Plot(title, "Scatter plot of achieved FLOP per second of each record on a "
-                "logarithmic axis, with dashed horizontal lines at the measured GEMM peak of "
-                "each backend and precision.",
-                "Roofline-style view: achieved FLOP/s per record (points) under the measured "
-                "peak FLOP/s of its backend and precision (dashed lines); the gap is 1 − MFU.",
-                _png(figure))
+    _legend(figure, colours)
+    return Plot(title, "Scatter plot of achieved FLOP per second of each experiment on a "
+                "logarithmic axis, a colour per machine, with dashed horizontal lines at the "
+                "measured GEMM peak of each machine and precision.",
+                "Roofline-style view: achieved FLOP/s per experiment (points, a colour per "
+                "machine) under the measured peak FLOP/s of that machine in each precision "
+                "(dashed, in its colour); the gap is 1 − MFU.", _png(figure))
 
 
 def time_to_train_plot(views: list[RecordView]) -> Plot:
-    """Horizontal bars of time to train; hatched where the quality target was not reached."""
+    """Horizontal bars of time to train, a colour per machine; hatched where the quality
+    target was not reached."""
     title = "Time to train"
     having = _success(views, "time_to_train")
-    several = several_machines(having)
     if not having:
         return Plot(title, "", "No record has a time to train: the time-to-train plot is "
                     "omitted.")
     colours = _colours(having)
-    figure = _figure(7.5, 1.2 + 0.4 * len(having))
+    figure = _figure(7.5 + legend_width(colours), 1.2 + 0.4 * len(having))
     axes = figure.subplots()
     for y, view in enumerate(having):
         reached = (view.metrics.get("quality") or view.metrics["time_to_train"]).raw.get(
             "reached")
-        axes.barh(y, view.value("time_to_train"), color=colours[view.text("precision")],
+        axes.barh(y, view.value("time_to_train"), color=colours[view.machine_label],
                   hatch="//" if reached is False else None)
-    axes.set_yticks(range(len(having)), [_label(f"{v.workload} {v.label(several)}", 40)
+    axes.set_yticks(range(len(having)), [_label(f"{v.workload} {v.label()}", 48)
                                          for v in having], fontsize="small")
     axes.invert_yaxis()
     axes.set_xlabel("seconds (run_start → run_stop)")
     _legend(figure, colours)
     return Plot(title, "Horizontal bar chart of the time to train to the quality target, in "
-                "seconds, one bar per record; hatched bars did not reach the target.",
+                "seconds, one bar per record, a colour per machine; hatched bars did not "
+                "reach the target.",
                 "Time to train (MLPerf rules: evaluation included); hatched: target not "
                 "reached.", _png(figure))
 
@@ -324,17 +347,20 @@ def busbw_plot(views: list[RecordView]) -> Plot:
     groups = group(having, "op")
     columns = min(len(groups), 2)
     rows = math.ceil(len(groups) / columns)
-    figure = _figure(6.2 * columns, 3.8 * rows)
+    colours = _colours(having)
+    figure = _figure(6.2 * columns + legend_width(colours) * several, 3.8 * rows)
     panels = figure.subplots(rows, columns, squeeze=False).flatten()
     for axes, (op, members) in zip(panels, groups.items(), strict=False):
         sizes: set[float] = set()
         positive = True
-        for view in members:
+        for index, view in enumerate(members):
             rows_ = [r for r in view.metrics["busbw"].per_size() if r["busbw"] is not None]
             sizes.update(r["bytes"] for r in rows_)
             positive = positive and all(r["busbw"] > 0 for r in rows_)
             axes.plot([r["bytes"] for r in rows_], [r["busbw"] for r in rows_], marker=".",
-                      label=_label(view.label(several)))
+                      color=colours[view.machine_label] if several else f"C{index % 10}",
+                      linestyle=LINE_STYLES[index % len(LINE_STYLES)] if several else "-",
+                      label=_label(view.label()))
         axes.set_xscale("log", base=2)
         if positive:
             axes.set_yscale("log")
@@ -346,74 +372,21 @@ def busbw_plot(views: list[RecordView]) -> Plot:
         axes.legend(fontsize="small")
     for axes in panels[len(groups):]:
         axes.set_axis_off()
+    if several:
+        _legend(figure, colours)
     return Plot(title, "Line chart of bus bandwidth in GB per second against message size on "
                 "a base-2 logarithmic axis, one panel per collective and one line per run.",
                 "busbw against message size per collective and communication backend "
                 "(nccl-tests definitions).", _png(figure))
 
 
-KERNEL_MARKERS = {"conv": "o", "gemm": "s", "lstm": "^", "attention": "v", "memory": "D"}
-ROOF_STYLES = ("-", "--", ":", "-.")
-
-
-def kernel_roofline_plot(views: list[RecordView]) -> Plot:
-    """Kernels on a log-log roofline: achieved FLOP/s against arithmetic intensity, under the
-    compute and bandwidth roofs measured with them."""
-    title = "Kernel roofline"
-    points = []
-    for view in views:
-        flops, seconds = view.value("kernel_flops"), view.value("time")
-        intensity = view.value("arithmetic_intensity")
-        if (view.is_kernel and view.status == "success" and flops and seconds and intensity
-                and intensity > 0):
-            points.append((view, intensity, flops / seconds))
-    if not points:
-        return Plot(title, "", "No kernel record has FLOPs: the kernel roofline is omitted.")
-    algorithms = sorted({view.text("algorithm") for view, _, _ in points})
-    colours = {name: f"C{i % 10}" for i, name in enumerate(algorithms)}
-    figure = _figure(9.5, 5.6)
-    axes = figure.subplots()
-    low = min(x for _, x, _ in points) / 2
-    high = max(x for _, x, _ in points) * 2
-    roofs = sorted({(view.text("precision"), view.value("peak_flops") or 0.0,
-                     view.value("memory_bandwidth") or 0.0) for view, _, _ in points})
-    for index, (precision, peak, bandwidth) in enumerate(r for r in roofs if r[1] and r[2]):
-        ridge = min(max(peak / bandwidth, low), high)
-        axes.plot([low, ridge, high], [low * bandwidth, min(ridge * bandwidth, peak), peak],
-                  color="black", linestyle=ROOF_STYLES[index % len(ROOF_STYLES)], linewidth=1,
-                  label=_label(f"roof {precision}: {si(peak, 'FLOP/s')}, "
-                               f"{si(bandwidth, 'B/s')}", 70))
-    for view, x, y in points:
-        axes.plot(x, y, linestyle="", marker=KERNEL_MARKERS.get(view.text("family"), "x"),
-                  color=colours[view.text("algorithm")], alpha=0.75, markersize=5)
-    for name in algorithms:
-        axes.plot([], [], linestyle="", marker="o", color=colours[name], label=_label(name))
-    for family, marker in KERNEL_MARKERS.items():
-        if any(view.text("family") == family for view, _, _ in points):
-            axes.plot([], [], linestyle="", marker=marker, markerfacecolor="none",
-                      markeredgecolor="black", label=family)
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    axes.set_xlabel("arithmetic intensity (FLOP per byte of compulsory traffic)")
-    axes.set_ylabel("achieved FLOP/s (convolutions: effective)")
-    figure.legend(fontsize="small", loc="outside right upper")
-    return Plot(title, "Log-log scatter plot of achieved FLOP per second against arithmetic "
-                "intensity for every kernel record, coloured by algorithm, shaped by kernel "
-                "family, under black roof lines: bandwidth times intensity, capped by the "
-                "measured compute peak.",
-                "Roofline of the kernels: each point is one kernel, pass and algorithm; the "
-                "roofs were measured in the same invocation (GEMM peak; the better of STREAM "
-                "copy and triad). FFT and Winograd points can sit above the roof: their FLOP/s "
-                "are effective (direct-convolution FLOPs / time). copy has no FLOPs and is not "
-                "drawn.", _png(figure))
-
-
 PLOTS: tuple[Callable[[list[RecordView]], Plot], ...] = (
     throughput_plot, scaling_plot, roofline_plot, time_to_train_plot, convergence_plot,
-    loss_plot, busbw_plot, kernel_roofline_plot)
+    loss_plot, busbw_plot)
 
 
 def render_plots(views: list[RecordView]) -> list[Plot]:
-    """Every plot of the report, in order, drawn under matplotlib's default style."""
+    """Every plot of the report, in order, drawn under matplotlib's default style (the
+    kernels' roofline: harness/report/kernelplots.py)."""
     with style.context("default"):
         return [plot(views) for plot in PLOTS]

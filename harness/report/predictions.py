@@ -10,7 +10,7 @@ from harness.report.units import format_number
 from harness.report.view import RecordView, clean_text, group, number
 
 COLUMNS = ("strategy", "options", "network", "scaling", "nodes", "status", "step time (ms)",
-           "samples/s", "efficiency", "comm share", "dominant collective", "run")
+           "samples/s", "efficiency", "comm share", "dominant collective")
 
 
 def _options(view: RecordView) -> str:
@@ -52,12 +52,13 @@ def prediction_table(workload: str, views: list[RecordView]) -> Table:
                      format_number(view.value("throughput")),
                      format_number(view.value("scaling_efficiency")),
                      (f"{share:.1%}" + ("*" if overtakes(view) else ""))
-                     if share is not None else "-", _dominant(view), view.run_id])
+                     if share is not None else "-", _dominant(view)])
     return Table(title=f"{workload} (predicted)", columns=list(COLUMNS), rows=rows,
-                 numeric=[False] * 4 + [True, False] + [True] * 4 + [False, False],
+                 numeric=[False] * 4 + [True, False] + [True] * 4 + [False],
                  intro="Predicted by the calibrated model of dtbench predict, not measured. "
                        "* communication takes longer than compute.",
-                 notes=_failures(views))
+                 notes=_failures(views),
+                 row_runs=[view.run_id for view in sorted(views, key=_order)])
 
 
 def prediction_tables(views: list[RecordView]) -> list[Table]:

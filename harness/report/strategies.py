@@ -3,6 +3,7 @@ convergence apart (throughput and step time; samples and time to the target), wi
 they cost in bytes per step by kind and in memory per rank."""
 from __future__ import annotations
 
+from harness.core.metrics import heading_of
 from harness.core.spec import KEY_DEFAULTS
 from harness.core.text import human_bytes
 from harness.records.experiment import fields_of, text, version_of
@@ -13,11 +14,13 @@ from harness.report.units import format_number
 from harness.report.view import RecordView, group
 
 KINDS = ("gradient", "parameter", "activation", "control")
-COLUMNS = ("strategy", "ranks", "comm", "mode", "samples/s", "step (ms)", "samples to target",
-           "time to target (s)", *(f"{kind} B/step" for kind in KINDS),
-           "state/rank (max)", "peak memory/rank (max)", "run")
+COLUMNS = ("strategy", column_heading("world_size"), "comm", "mode",
+           f"{heading_of('throughput')} (samples/s)", f"{heading_of('step_time')} (ms)",
+           heading_of("samples_to_target"), f"{heading_of('time_to_train')} (s)",
+           *(heading_of(f"comm_bytes_{kind}") for kind in KINDS),
+           f"{heading_of('state_bytes')} (max)", f"{heading_of('peak_memory')}/rank (max)")
 NUMERIC = [False, True, False, False, True, True, True, True, True, True, True, True, True,
-           True, False]
+           True]
 # The identity fields the columns above show (the strategy column holds its options).
 SHOWN = ("workload", "strategy", "world_size", "comm", "mode")
 
@@ -50,7 +53,7 @@ def strategy_rows(views: list[RecordView], extra: list[str] | None = None,
                      _value(view, "step_time", 1e3), _value(view, "samples_to_target"),
                      _value(view, "time_to_train"),
                      *(_bytes(view, f"comm_bytes_{kind}") for kind in KINDS),
-                     _bytes(view, "state_bytes"), _bytes(view, "peak_memory"), view.run_id])
+                     _bytes(view, "state_bytes"), _bytes(view, "peak_memory")])
     return rows
 
 
@@ -64,15 +67,16 @@ def strategies_section(training: list[RecordView]) -> Section | None:
         extra, every_row = identity_columns([view.spec for view in done], SHOWN)
         machines = len({view.machine_label for view in done}) > 1
         versions = len({version_of(view.as_record()) for view in done}) > 1
-        rows = strategy_rows(sorted(views, key=lambda v: (v.machine_label, v.strategy,
-                                                          v.text("mode"), v.text("world_size"),
-                                                          v.run_id)), extra, machines, versions)
+        ordered = sorted(views, key=lambda v: (v.machine_label, v.strategy, v.text("mode"),
+                                               v.text("world_size"), v.run_id))
+        rows = strategy_rows(ordered, extra, machines, versions)
         if rows:
             lead = ["machine"] * machines + ["commit"] * versions
             tables.append(Table(title=workload,
                                 columns=[*lead, *(column_heading(f) for f in extra), *COLUMNS],
                                 rows=rows, numeric=[False] * (len(lead) + len(extra)) + NUMERIC,
-                                footnotes=[every_row] if every_row else []))
+                                footnotes=[every_row] if every_row else [],
+                                row_runs=[v.run_id for v in ordered if v.status == "success"]))
     if not tables:
         return None
     return Section("Strategies", tables, intro=(

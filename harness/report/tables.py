@@ -1,4 +1,5 @@
-"""The report as plain-text tables, before any format: what every format shows, in order.
+"""The report's tables of records (a workload's training runs, a collective's sizes, the
+machines, their software, the records' appendix), before any format writes them.
 
 Cells are clean display text (no control characters) but not escaped: escaping belongs to
 the format that writes them.
@@ -6,61 +7,21 @@ the format that writes them.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
-from harness.core.secrets import shown_command
+from harness.core.metrics import column_metrics, heading_of
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
-from harness.records.experiment import experiment_key, version_of
-from harness.report.breakdown import breakdown_section
+from harness.records.experiment import experiment_key, fields_of, label, text, version_of
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Report, Section, Table
-from harness.report.strategies import strategies_section
-from harness.report.units import column_scale, format_number, with_ci
-from harness.report.view import RecordView, clean_text, group, number
+from harness.report.model import Table
+from harness.report.units import Scale, format_number, report_scales, with_ci
+from harness.report.view import RecordView, clean_text, number, several_machines
 
-METRIC_COLUMNS = {"throughput": "throughput", "tokens_per_s": "tokens/s",
-                  "step_time": "step time",
-                  "achieved_flops": "achieved", "mfu": "MFU", "peak_memory": "peak memory",
-                  "time_to_train": "time to train", "quality": "quality",
-                  "scaling_efficiency": "scaling eff.", "peak_flops": "peak",
-                  "data_wait_share": "data wait", "energy_per_sample": "energy/sample"}
-# Constants of a workload, and the detail the Strategies section shows: in the CSV, not
-# worth a training-table column.
-HIDDEN_METRICS = ("flops_per_sample", "grad_bytes_per_step", "bytes_sent_per_rank",
-                  "memory_bandwidth", "state_bytes", "samples_to_target", "data_wait",
-                  "time_breakdown")
-HIDDEN_PREFIXES = ("comm_bytes", "phase_")
-# (spec field, heading, shown only when it varies within the table)
-TRAINING_KEYS = (("strategy", "strategy", True), ("backend", "backend", False),
-                 ("comm", "comm", False),
-                 ("launcher", "launcher", True), ("precision", "precision", False),
-                 ("world_size", "ranks", False), ("nnodes", "nodes", True),
-                 ("threads", "threads/rank", True), ("size", "size", False),
-                 ("batch_per_rank", "batch/rank", False), ("mode", "mode", False),
-                 ("data", "data", True), ("loader_workers", "loader workers", True),
-                 ("suite", "suite", True))
-COMM_KEYS = (("backend", "backend", False), ("comm", "comm", False),
-             ("launcher", "launcher", True), ("world_size", "ranks", False),
-             ("nnodes", "nodes", True), ("precision", "dtype", True))
-
-
-def regenerate_command(paths: list[str], fmt: str | None, output: str | None,
-                       by: str | None = None, reference: str | None = None) -> str:
-    """The command line that writes this report again, with the paths as the user gave them."""
-    words = ["dtbench", "report", *paths]
-    for flag, value in (("--format", fmt), ("-o", output), ("--by", by),
-                        ("--reference", reference)):
-        if value:
-            words += [flag, value]
-    return clean_text(shown_command(words), None)
-
-
-def _key_columns(views: list[RecordView], keys: tuple[tuple[str, str, bool], ...]
-                 ) -> list[tuple[str, str]]:
-    return [(name, heading) for name, heading, optional in keys
-            if not optional or len({view.text(name) for view in views}) > 1]
+# The identity fields of a collective's table, in the order of its columns.
+COMM_FIELDS = ("backend", "comm", "launcher", "world_size", "nnodes", "precision")
 
 
 def _quality(view: RecordView) -> str:
@@ -82,60 +43,62 @@ def _scaling(view: RecordView, cell: str) -> str:
     return f"{cell} ({kind})" if kind and cell != "-" else cell
 
 
-def _metric_names(views: list[RecordView]) -> list[str]:
-    present = {name for view in views for name, m in view.metrics.items()
-               if m.value is not None and name not in HIDDEN_METRICS
-               and not name.startswith(HIDDEN_PREFIXES)}
-    known = [name for name in METRIC_COLUMNS if name in present]
-    return known + sorted(present - set(METRIC_COLUMNS))
-
-
 def _failures(views: list[RecordView]) -> list[str]:
-    return [f"{view.run_id}: {view.status}: {view.error or 'no reason recorded'}"
+    return [f"{view.label(machine=True)}: {view.status}: {view.error or 'no reason recorded'}"
             for view in views if view.status != "success" or view.error]
 
 
-def training_table(workload: str, views: list[RecordView]) -> Table:
-    """One row per record of a workload; metric columns where any record has the metric; a
-    column for every identity field its records differ in, and a line naming the others."""
-    keys = _key_columns(views, TRAINING_KEYS)
+def _heading(name: str, scale: Scale) -> str:
+    """A metric column's heading: the catalogue's word and the column's unit."""
+    return f"{heading_of(name)} ({scale.label})" if scale.label and name != "quality" \
+        else heading_of(name)
+
+
+def training_table(workload: str, views: list[RecordView],
+                   scales: Mapping[str, Scale] | None = None,
+                   machines: bool | None = None) -> Table:
+    """One row per record of a workload: its machine where the report holds several
+    (`machines`; by default where the table does), a column
+    for every identity field its records differ in (a line names the others), the version
+    measured where several, the status and a column per metric the catalogue shows that any
+    record has, in the report's one unit per metric."""
+    scales = scales if scales is not None else report_scales(views)
     extra, every_row = identity_columns([view.spec for view in views],
-                                        ["workload", *(name for name, _ in keys)])
-    keys += [(name, column_heading(name)) for name in extra]
-    names = _metric_names(views)
+                                        ["workload", "strategy"])
+    strategies = len({view.strategy for view in views}) > 1
+    machines = several_machines(views) if machines is None else machines
+    names = column_metrics(name for view in views for name, found in view.metrics.items()
+                           if found.value is not None)
     # the version of the code measured, where the table holds several (older commits are
     # left out by the report command; a table given them tells them apart)
     versions = [version_of(view.as_record()) for view in views]
     several = len(set(versions)) > 1
-    columns = ["machine"] + [heading for _, heading in keys] + ["commit"] * several + ["status"]
-    units, scales = {}, {}
-    for name in names:
-        having = [v.metrics[name] for v in views if name in v.metrics]
-        units[name], scales[name] = having[0].unit, column_scale(name, having)
-        heading = METRIC_COLUMNS.get(name, name)
-        label = scales[name].label
-        columns.append(f"{heading} ({label})" if label and name != "quality" else heading)
+    lead = ["machine"] * machines + [column_heading(name) for name in extra] + \
+        ["strategy"] * strategies + ["commit"] * several + ["status"]
     rows = []
     for view, version in zip(views, versions, strict=True):
-        row = [view.machine_label] + [view.text(name) for name, _ in keys] + \
-            [version] * several + [view.status_text]
+        fields = fields_of(view.spec)
+        row = [view.machine_label] * machines + [
+            view.precision if name == "precision" else text(name, fields.get(name))
+            for name in extra] + [view.strategy] * strategies + [version] * several + \
+            [view.status_text]
         for name in names:
             found = view.metrics.get(name)
             if name == "quality":
                 row.append(_quality(view))
                 continue
-            cell = with_ci(found, scales[name], units[name])
+            cell = with_ci(found, scales[name], scales[name].unit)
             row.append(_scaling(view, cell) if name == "scaling_efficiency" and found else cell)
-        rows.append(row + [view.run_id])
-    numeric = [False] * (len(keys) + 2 + several) + [name != "quality" for name in names] \
-        + [False]
-    busy = [f"{view.run_id}: measured on a busy machine "
+        rows.append(row)
+    busy = [f"{view.label(machine=True)}: measured on a busy machine "
             f"({clean_text(view.load.get('busy_reason'))})" for view in views if view.busy]
-    imprecise = [f"{view.run_id}: {_missed(view.measurement)}" for view in views
+    imprecise = [f"{view.label(machine=True)}: {_missed(view.measurement)}" for view in views
                  if view.measurement.get("target_met") is False]
-    return Table(title=workload, columns=columns + ["run"], rows=rows, numeric=numeric,
+    return Table(title=workload, columns=lead + [_heading(name, scales[name]) for name in names],
+                 rows=rows, numeric=[False] * len(lead) + [name != "quality" for name in names],
                  notes=_failures(views) + busy + imprecise + _between_runs(views),
-                 footnotes=[every_row] if every_row else [])
+                 footnotes=[every_row] if every_row else [],
+                 row_runs=[view.run_id for view in views])
 
 
 def _between_runs(views: list[RecordView]) -> list[str]:
@@ -178,29 +141,34 @@ def _missed(account: dict[str, Any]) -> str:
             + ("; drifting" if account.get("drifting") is True else "") + ")")
 
 
-def comm_table(op: str, views: list[RecordView]) -> Table:
-    """One row per collective run, busbw by message size in the columns (nccl-tests style)."""
-    keys = _key_columns(views, COMM_KEYS)
+def comm_table(op: str, views: list[RecordView], latency: Scale | None = None,
+               machines: bool | None = None) -> Table:
+    """One row per collective run, busbw by message size in the columns (nccl-tests style);
+    latency in one unit for every collective of the report (`latency`); the machine where
+    the report holds several (`machines`; by default where the table does)."""
+    keys = [name for name in COMM_FIELDS if len({view.text(name) for view in views}) > 1
+            or name in ("comm", "world_size")]
     per_size = []
     for view in views:
         busbw = view.metrics.get("busbw")
         per_size.append({row["bytes"]: row["busbw"] for row in (busbw.per_size() if busbw else [])})
     sizes = sorted({size for rows in per_size for size in rows})
-    latency = column_scale("latency", [v.metrics["latency"] for v in views
-                                       if "latency" in v.metrics])
-    columns = (["machine"] + [heading for _, heading in keys] + ["status"]
-               + [size_label(s) for s in sizes]
-               + [f"latency ({latency.label})" if latency.label else "latency", "run"])
+    latency = latency or report_scales(views)["latency"]
+    machines = several_machines(views) if machines is None else machines
+    columns = (["machine"] * machines + [column_heading(name) for name in keys] + ["status"]
+               + [size_label(s) for s in sizes] + [_heading("latency", latency)])
     rows = []
     for view, busbw_by_size in zip(views, per_size, strict=True):
-        row = [view.machine_label] + [view.text(name) for name, _ in keys] + [view.status]
+        row = [view.machine_label] * machines + [view.text(name) for name in keys] + \
+            [view.status]
         row += [format_number(busbw_by_size.get(size)) for size in sizes]
-        row += [latency.show(view.value("latency")), view.run_id]
+        row += [latency.show(view.value("latency"))]
         rows.append(row)
-    numeric = [False] * (len(keys) + 2) + [True] * (len(sizes) + 1) + [False]
+    numeric = [False] * (len(keys) + 1 + machines) + [True] * (len(sizes) + 1)
     return Table(title=op, columns=columns, rows=rows, numeric=numeric,
                  intro=f"{op}: busbw in GB/s (1e9 B/s) by message size; latency at the "
-                       "smallest size.", notes=_failures(views))
+                       "smallest size.", notes=_failures(views),
+                 row_runs=[view.run_id for view in views])
 
 
 def _gpus(machine: dict[str, Any]) -> str:
@@ -268,58 +236,14 @@ def software_table(views: list[RecordView]) -> Table:
                  numeric=[False] * 8 + [True])
 
 
-def records_table(views: list[RecordView]) -> Table:
-    """Every record the report was made from, by run id."""
+def records_table(views: list[RecordView], machine: bool = False) -> Table:
+    """Every record the report was made from, by run id (with `machine`, each record's
+    machine and experiment: what a table's row is)."""
     ordered = sorted(views, key=lambda view: (view.created_at, view.run_id))
-    rows = [[view.run_id, view.workload, view.status_text, view.created_at] for view in ordered]
-    return Table(title="Records", columns=["run id", "workload", "status", "created (UTC)"],
-                 rows=rows, numeric=[False] * 4)
-
-
-def older_note(older: int) -> str:
-    """What the summary says of the records left out for being older than their experiment's
-    latest commit on the same machine."""
-    if not older:
-        return ""
-    return (f" {older} older record{'s' if older != 1 else ''} of the same machines and "
-            "experiments (earlier commits or days) are left out: the report shows each "
-            "experiment's latest; dtbench history follows them over time.")
-
-
-def _summary(views: list[RecordView], paths: list[str], older: int = 0) -> str:
-    statuses = Counter(view.status for view in views)
-    parts = ", ".join(f"{count} {status}" for status, count in sorted(statuses.items()))
-    where = " ".join(clean_text(p, 300) for p in paths)
-    if not views:
-        return f"No records in {where}."
-    return (f"{len(views)} record{'s' if len(views) != 1 else ''} ({parts}) from {where}."
-            + older_note(older))
-
-
-def build_report(views: list[RecordView], *, paths: list[str], files: list[str],
-                 skipped: list[str], regenerate: str, older: int = 0) -> Report:
-    """The report's content from views already in stable order."""
-    training = [v for v in views if not v.is_comm and not v.is_kernel and not v.is_prediction]
-    comm = [v for v in views if v.is_comm]
-    sections = []
-    if views:
-        sections.append(Section("Machines and software",
-                                [machines_table(views), software_table(views)]))
-    if training:
-        sections.append(Section(
-            "Training", [training_table(name, group_views)
-                         for name, group_views in group(training, "workload").items()],
-            intro="Values are medians; brackets hold the 95% confidence interval of the median "
-                  "where per-step samples exist. MFU = achieved / peak FLOP/s."))
-    compared = strategies_section(training)
-    if compared is not None:
-        sections.append(compared)
-    where = breakdown_section(training)
-    if where is not None:
-        sections.append(where)
-    if comm:
-        sections.append(Section("Collectives", [comm_table(name, group_views) for
-                                                name, group_views in group(comm, "op").items()]))
-    return Report(summary=_summary(views, paths, older), regenerate=regenerate, sections=sections,
-                  records=records_table(views), files=[clean_text(f, None) for f in files],
-                  skipped=[clean_text(s) for s in skipped], empty=not views)
+    rows = [[view.run_id, *([view.machine_label, clean_text(label(view.spec), 200)] if machine else
+                            [view.workload]), view.status_text, view.created_at]
+            for view in ordered]
+    columns = ["run id", *(["machine", "experiment"] if machine else ["workload"]), "status",
+               "created (UTC)"]
+    return Table(title="Records", columns=columns, rows=rows, numeric=[False] * len(columns),
+                 fold=False)

@@ -1,68 +1,14 @@
-"""Numbers with units chosen for reading: one scale per table column, so rows compare."""
+"""Numbers with units chosen for reading in the report: one scale per metric for a whole
+report, so that rows and tables compare (the arithmetic: harness/core/units.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
 
-from harness.core.metrics import BINARY, LONG_TIME, PERCENT, SI, STEP_TIME, TIME, scale_of
-from harness.report.view import MetricView
+from harness.core.units import Scale, choose_scale, format_number, si
+from harness.report.view import MetricView, RecordView
 
-_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-_BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-
-
-@dataclass(frozen=True)
-class Scale:
-    """Values of one column are divided by `factor` and shown in `label`."""
-
-    label: str
-    factor: float = 1.0
-
-    def show(self, value: float | None) -> str:
-        return format_number(value / self.factor) if value is not None else "-"
-
-
-def format_number(value: float | None) -> str:
-    """About four significant digits, no exponent for everyday magnitudes."""
-    if value is None:
-        return "-"
-    size = abs(value)
-    if size == 0:
-        return "0"
-    if size >= 1000:
-        return f"{value:.0f}"
-    if size >= 100:
-        return f"{value:.1f}"
-    if size >= 10:
-        return f"{value:.2f}"
-    if size >= 1:
-        return f"{value:.3f}"
-    return f"{value:.4g}"
-
-
-def choose_scale(name: str, unit: str, values: list[float]) -> Scale:
-    """The unit a column of `values` reads best in: GFLOP/s, MiB, ms, %, ... as the metric
-    catalogue (harness/core/metrics.py) declares its scale, or as its unit suggests."""
-    largest = max((abs(v) for v in values), default=0.0)
-    scale = scale_of(name, unit)
-    if scale == PERCENT:
-        return Scale("%", 0.01)
-    if scale == SI:
-        for factor, prefix in _SI[:4]:
-            if largest >= factor:
-                return Scale(prefix + unit, factor)
-        return Scale(unit)
-    if scale == BINARY:
-        for factor, label in _BINARY:
-            if largest >= factor:
-                return Scale(label, factor)
-        return Scale("B")
-    if scale in (TIME, STEP_TIME, LONG_TIME):
-        if scale == STEP_TIME or 0 < largest < 1:
-            return Scale("µs", 1e-6) if 0 < largest < 1e-3 else Scale("ms", 1e-3)
-        if largest >= 600 and scale == LONG_TIME:
-            return Scale("min", 60.0)
-        return Scale("s")
-    return Scale(unit)
+__all__ = ["Scale", "Scales", "choose_scale", "column_scale", "format_number", "report_scales",
+           "si", "with_ci"]
 
 
 def column_scale(name: str, metrics: list[MetricView]) -> Scale:
@@ -75,6 +21,23 @@ def column_scale(name: str, metrics: list[MetricView]) -> Scale:
     return choose_scale(name, unit, values)
 
 
+class Scales(dict[str, Scale]):
+    """One scale per metric for a whole report, so that every table shows a metric in one
+    unit; a metric no record has reads as stored."""
+
+    def __missing__(self, name: str) -> Scale:
+        return Scale("")
+
+
+def report_scales(views: Iterable[RecordView]) -> Scales:
+    """Each metric's scale over every record given (all of a report's)."""
+    having: dict[str, list[MetricView]] = {}
+    for view in views:
+        for name, found in view.metrics.items():
+            having.setdefault(name, []).append(found)
+    return Scales({name: column_scale(name, found) for name, found in having.items()})
+
+
 def with_ci(metric: MetricView | None, scale: Scale, unit: str) -> str:
     """`value [ci_low, ci_high]` in the column's scale; a foreign unit is shown as stored."""
     if metric is None or metric.value is None:
@@ -85,15 +48,3 @@ def with_ci(metric: MetricView | None, scale: Scale, unit: str) -> str:
     if metric.ci_low is not None and metric.ci_high is not None:
         text += f" [{scale.show(metric.ci_low)}, {scale.show(metric.ci_high)}]"
     return text
-
-
-
-def si(value: float | None, unit: str) -> str:
-    """One value with an SI prefix (peak lines, captions): 303.7 GFLOP/s."""
-    if value is None:
-        return "-"
-    for factor, prefix in _SI:
-        if abs(value) >= factor:
-            return f"{format_number(value / factor)} {prefix}{unit}"
-    return f"{format_number(value)} {unit}"
-

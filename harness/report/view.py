@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.datasheets import emulated_precision
 from harness.core.fields import report_columns
 from harness.core.kinds import COLLECTIVE, KERNEL, PREDICTION, kind_of
 from harness.core.machine_load import is_busy, marked_status
@@ -23,6 +24,8 @@ SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", 
                "world_size", "nnodes", "batch_per_rank", "mode")
 # The spec columns: those the run fields declare, with the comm and kernel fields among them.
 SPEC_FIELDS = report_columns(RUN_FIELDS, {"op": 13, "kernel": 15, "pass": 16, "algorithm": 17})
+# How a cell marks a precision its CPU has no instruction for.
+EMULATED = "(emulated)"
 
 
 def number(value: Any) -> float | None:
@@ -166,6 +169,18 @@ class RecordView:
         return name
 
     @property
+    def emulated(self) -> bool:
+        """Whether a CPU run's precision had no instruction on its CPU (bf16 without
+        AVX512-BF16 or AMX): converted to fp32 and back, not the CPU's own speed in it."""
+        return self.text("backend") == "cpu" and emulated_precision(
+            self.machine, self.text("precision"))
+
+    @property
+    def precision(self) -> str:
+        """The precision as a table cell shows it: "bf16 (emulated)" where the CPU lacks it."""
+        return self.text("precision") + (f" {EMULATED}" if self.emulated else "")
+
+    @property
     def workload(self) -> str:
         return self.text("workload")
 
@@ -202,6 +217,12 @@ class RecordView:
         mode = self.text("mode")
         suffix = f" {mode}" if mode not in ("-", "throughput", "comm") else ""
         return f"{'/'.join(parts)} ×{self.text('world_size')}{suffix}"
+
+
+def several_machines(views: list[RecordView]) -> bool:
+    """Whether records of more than one machine share a table or plot (a column, a label or a
+    colour then names the machine)."""
+    return len({view.machine_label for view in views}) > 1
 
 
 def _typed(value: Any) -> tuple[int, float, str]:
@@ -257,38 +278,58 @@ def configurations(members: list[RecordView], several: bool
     return runs
 
 
-def collapsed(members: list[RecordView], several: bool, metric: str
-              ) -> list[tuple[str, RecordView, float, float, float]]:
-    """One entry per experiment (and machine, with `several`), in first-seen order: (label,
-    first view, median value, low, high). One run: its value and 95% CI; several runs of one
-    experiment (a history of commits, repeats): their median and the range of their values,
-    so that a store of thousands of records still draws one bar per experiment. Experiments
-    whose short labels coincide get the fields they differ in beside it."""
+def _distinct(short: dict[Any, str], specs: dict[Any, dict[str, Any]],
+              version: dict[Any, str]) -> dict[Any, str]:
+    """Labels that tell entries apart: where short labels coincide, the fields their specs
+    differ in beside them (or the version, where none does)."""
     from harness.records.experiment import fields_of, text, varying
 
-    runs = configurations(members, several)
-    short = {key: group_views[0].label(several) for key, group_views in runs.items()}
-    alike: dict[str, list[tuple[str, str, str]]] = {}
+    alike: dict[str, list[Any]] = {}
     for key, label in short.items():
         alike.setdefault(label, []).append(key)
+    found = dict(short)
     for label, keys in alike.items():
         if len(keys) > 1:
-            differ = varying([runs[key][0].spec for key in keys])
+            differ = varying([specs[key] for key in keys])
             for key in keys:
-                spec = runs[key][0].spec
-                short[key] = label + " " + (" ".join(
-                    f"{name}={text(name, fields_of(spec).get(name))}" for name in differ)
-                    or f"at {key[2]}")
-    found = []
-    for key, group_views in runs.items():
-        label = short[key]
-        values = sorted(v.value(metric) or 0.0 for v in group_views)
-        middle = float(statistics.median(values))
-        if len(group_views) == 1:
-            entry = group_views[0].metrics[metric]
-            low = entry.ci_low if entry.ci_low is not None else middle
-            high = entry.ci_high if entry.ci_high is not None else middle
-        else:
-            low, high = values[0], values[-1]
-        found.append((label, group_views[0], middle, low, high))
+                fields = fields_of(specs[key])
+                found[key] = label + " " + (" ".join(
+                    f"{name}={text(name, fields.get(name))}" for name in differ)
+                    or f"at {version[key]}")
     return found
+
+
+def _summarised(views: list[RecordView], metric: str) -> tuple[float, float, float]:
+    """One run's value and 95% CI; several runs' median and the range of their values."""
+    values = sorted(v.value(metric) or 0.0 for v in views)
+    middle = float(statistics.median(values))
+    if len(views) > 1:
+        return middle, values[0], values[-1]
+    entry = views[0].metrics[metric]
+    return (middle, entry.ci_low if entry.ci_low is not None else middle,
+            entry.ci_high if entry.ci_high is not None else middle)
+
+
+def by_experiment(members: list[RecordView], metric: str
+                  ) -> list[tuple[str, dict[str, tuple[RecordView, float, float, float]]]]:
+    """One entry per experiment, in first-seen order: a label that tells it from the others
+    (not naming the machine) and per machine (first view, median, low, high) of its runs at
+    that machine's newest version of the code (one run: its value and 95% CI; several, a
+    history of commits or repeats: their median and range, so that a store of thousands of
+    records still draws one bar per experiment): what a plot coloured by machine draws side
+    by side."""
+    runs = configurations(members, several=True)
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    for (machine, key, version), views in runs.items():
+        when = (max(view.created_at for view in views), version)
+        newest[(machine, key)] = max(newest.get((machine, key), when), when)
+    keys = list(dict.fromkeys(key for _, key, _ in runs))
+    first = {key: next(views[0] for (_, k, _), views in runs.items() if k == key)
+             for key in keys}
+    labels = _distinct({key: view.label() for key, view in first.items()},
+                       {key: view.spec for key, view in first.items()},
+                       {key: key[:8] for key in keys})
+    return [(labels[key], {machine: (views[0], *_summarised(views, metric))
+                           for (machine, k, version), views in runs.items()
+                           if k == key and newest[(machine, k)][1] == version})
+            for key in keys]

@@ -3,44 +3,59 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.headings import field_heading
 from harness.core.machine_load import is_busy, marked_status
+from harness.core.metrics import heading_of, metric_info
 from harness.core.stats import repeat_spread, unstable
-from harness.core.text import human_bytes, render_table
+from harness.core.text import render_table
+from harness.core.units import Scale, choose_scale
 from harness.records.record import metric
 
+# The figures the summary shows, each a column in its catalogue heading and one unit.
+METRICS = ("throughput", "step_time", "achieved_flops", "mfu", "peak_memory", "time_to_train")
+# The spec fields each row opens with.
+FIELDS = ("workload", "size", "backend", "precision", "world_size", "batch_per_rank")
 
-def _value(record: dict[str, Any], name: str, scale: float = 1.0, fmt: str = "{:.2f}",
-           with_ci: bool = False) -> str:
+
+def _scale(records: list[dict[str, Any]], name: str) -> Scale:
+    found = [entry for record in records if (entry := metric(record, name))
+             and entry.get("value") is not None]
+    info = metric_info(name)
+    unit = str(found[0].get("unit") or "") if found and found[0].get("unit") else \
+        (info.unit if info and info.unit else "")
+    values = [v for entry in found for v in (entry["value"], *((entry.get("stats") or {})
+                                                              .get("ci95") or []))]
+    return choose_scale(name, unit, [float(v) for v in values if isinstance(v, int | float)])
+
+
+def _cell(record: dict[str, Any], name: str, scale: Scale) -> str:
     found = metric(record, name)
     if not found or found.get("value") is None:
         return "-"
-    text = fmt.format(found["value"] / scale)
-    stats = found.get("stats")
-    if with_ci and stats:
-        low, high = stats["ci95"]
-        text += f" [{fmt.format(low / scale)}, {fmt.format(high / scale)}]"
+    text = scale.show(found["value"])
+    ci = (found.get("stats") or {}).get("ci95")
+    if name == "throughput" and ci:
+        text += f" [{scale.show(ci[0])}, {scale.show(ci[1])}]"
     return text
 
 
-COLUMNS = ("workload", "size", "backend", "prec", "ws", "bs", "status",
-           "throughput/s (CI95 in-process)", "step s", "GFLOP/s", "MFU", "peak mem", "ttt s",
-           "quality")
+def columns(scales: dict[str, Scale]) -> list[str]:
+    """The headings: the spec fields' and the catalogue's words, each metric's unit."""
+    return [*(field_heading(name) for name in FIELDS), "status",
+            *(f"{heading_of(name)} ({scales[name].label})" if scales[name].label
+              else heading_of(name) for name in METRICS), heading_of("quality")]
 
 
-def summary_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+def summary_rows(records: list[dict[str, Any]],
+                 scales: dict[str, Scale] | None = None) -> list[list[str]]:
+    scales = scales or {name: _scale(records, name) for name in METRICS}
     rows = []
     for record in records:
         spec = record["spec"]
         quality = metric(record, "quality")
         rows.append([
-            spec["workload"], spec["size"], spec["backend"], spec["precision"],
-            str(spec["world_size"]), str(spec["batch_per_rank"]), marked_status(record),
-            _value(record, "throughput", with_ci=True),
-            _value(record, "step_time", fmt="{:.4f}"),
-            _value(record, "achieved_flops", scale=1e9, fmt="{:.1f}"),
-            _value(record, "mfu", fmt="{:.3f}"),
-            human_bytes((metric(record, "peak_memory") or {}).get("value")),
-            _value(record, "time_to_train", fmt="{:.1f}"),
+            *(str(spec[name]) for name in FIELDS), marked_status(record),
+            *(_cell(record, name, scales[name]) for name in METRICS),
             f"{quality['metric']}={quality['value']:.4g}" if quality and quality.get("value")
             is not None else "-",
         ])
@@ -104,7 +119,10 @@ def repeat_spreads(records: list[dict[str, Any]]
 
 
 def summary_table(records: list[dict[str, Any]]) -> str:
-    text = render_table(COLUMNS, summary_rows(records))
+    scales = {name: _scale(records, name) for name in METRICS}
+    text = render_table(columns(scales), summary_rows(records, scales))
+    if any((metric(record, "throughput") or {}).get("stats") for record in records):
+        text += "\n  throughput brackets: the in-process 95% interval of the median (one run)"
     problems = [f"  {r['spec']['workload']}: {r['status']}: {r['error']}" for r in records
                 if r.get("error")]
     problems += [f"  {r['spec']['workload']}: measured on a busy machine: "

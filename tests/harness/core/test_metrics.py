@@ -81,3 +81,40 @@ def test_a_declared_scale_holds_only_for_the_catalogues_unit() -> None:
 @pytest.mark.parametrize("name", [info.name for info in CATALOGUE if not info.family])
 def test_every_exact_name_finds_itself(name: str) -> None:
     assert metric_info(name).name == name  # type: ignore[union-attr]
+
+
+def test_every_metric_has_a_heading_in_words() -> None:
+    """Tables read headings from the catalogue: words, never the raw name; a family's
+    heading takes its member's suffix."""
+    from harness.core.metrics import heading_of
+
+    for info in CATALOGUE:
+        assert info.heading and "_" not in info.heading, info.name
+        assert ("{}" in info.heading) == info.family, info.name
+    assert heading_of("first_step_time") == "first step"
+    assert heading_of("comm_payload_bytes") == "collective payload/step"
+    assert heading_of("tokens_per_s") == "token throughput"
+    assert heading_of("comm_bytes_gradient") == "gradient bytes/step"
+    assert heading_of("phase_backward") == "backward phase"
+    assert heading_of("foreign_metric") == "foreign metric"
+
+
+def test_the_training_table_shows_what_the_catalogue_marks_in_its_order() -> None:
+    from harness.core.metrics import column_metrics
+
+    recorded = ["peak_memory", "phase_forward", "throughput", "flops_per_sample", "mfu",
+                "first_step_time", "comm_bytes_gradient", "state_bytes", "foreign_metric",
+                "tokens_per_s", "time_breakdown"]
+    assert column_metrics(recorded) == ["throughput", "tokens_per_s", "first_step_time", "mfu",
+                                        "peak_memory"]
+
+
+def test_the_index_keeps_its_columns_where_stores_have_them() -> None:
+    """The index's metric columns, in the order stores on disk and servers were made with;
+    their units and directions are the catalogue's (records/summary.py restates none)."""
+    from harness.core.metrics import indexed_metrics
+    from harness.records.summary import METRIC_COLUMNS
+
+    assert METRIC_COLUMNS == ("m_throughput", "m_step_time", "m_mfu", "m_peak_memory",
+                              "m_time_to_train", "m_achieved_flops", "m_scaling_efficiency")
+    assert [info.index for info in indexed_metrics()] == list(range(1, 8))

@@ -34,7 +34,9 @@ def test_summary_shows_values_ci_and_problems() -> None:
         {"name": "quality", "value": 0.91234, "metric": "accuracy"}])
     skipped = record("resnet50", "skipped", error="backend cuda: no CUDA device")
     text = summary_table([success, skipped])
-    assert "123.46 [120.00, 130.00]" in text
-    assert "1.00 MiB" in text and "accuracy=0.9123" in text
+    # a column's unit in its heading, the catalogue's where the record states none
+    assert "123.5 [120.0, 130.0]" in text and "throughput (samples/s)" in text
+    assert "peak memory (MiB)" in text and " 1.000 " in text and "accuracy=0.9123" in text
+    assert text.splitlines()[-2].startswith("  throughput brackets: the in-process 95% interval")
     assert text.splitlines()[-1] == "  resnet50: skipped: backend cuda: no CUDA device"
-    assert text.count("\n") == 4
+    assert text.count("\n") == 5

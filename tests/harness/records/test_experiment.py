@@ -115,7 +115,7 @@ def test_compare_keeps_them_apart() -> None:
 
 def test_report_keeps_them_apart() -> None:
     from harness.records.summary import latest_rows
-    from harness.report.tables import build_report
+    from harness.report.compose import build_report
     from harness.report.view import configurations, views_of
 
     views = views_of(RECORDS)
@@ -126,20 +126,21 @@ def test_report_keeps_them_apart() -> None:
         r["run_id"]) != "machine" else "other-box", "created_at": r["created_at"],
              "code_commit": r["code"]["commit"], "run_id": r["run_id"]} for r in RECORDS]
     assert {variant_of(row["run_id"]) for row in latest_rows(rows)} == LATEST
-    report = build_report(views, paths=["x"], files=[], skipped=[], regenerate="")
+    report = build_report(views, paths=["x"], files=[], skipped=[], regenerate="", by="record")
     notes = [note for section in report.sections for table in section.tables
              for note in table.notes if note.startswith("between runs")]
     # a note per (experiment, machine, commit) measured twice: no note pools two of them
     assert len(notes) == len(EVERY) and all("across 2 runs" in note for note in notes)
-    # rows that read alike (the run id aside) are repeats of one experiment, in every table
-    for section in report.sections:
-        for table in section.tables:
-            if table.columns[-1] not in ("run", "run id") or section.title == "Records":
-                continue
-            alike: dict[tuple[str, ...], list[str]] = {}
-            for row in table.rows:
-                alike.setdefault(tuple(row[:-1]), []).append(row[-1])
-            assert_apart(alike.values(), f"report's {section.title} table {table.title}")
+    # rows that read alike are repeats of one experiment, in every table of records (the run
+    # id behind each row is the table's, not a cell)
+    tables = [(section, table) for section in report.sections for table in section.tables
+              if table.row_runs]
+    assert {section.title for section, _ in tables} >= {"Training"}
+    for section, table in tables:
+        alike: dict[tuple[str, ...], list[str]] = {}
+        for row, run in zip(table.rows, table.row_runs, strict=True):
+            alike.setdefault(tuple(row), []).append(run)
+        assert_apart(alike.values(), f"report's {section.title} table {table.title}")
 
 
 def test_report_by_machine_keeps_them_apart() -> None:

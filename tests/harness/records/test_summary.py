@@ -12,7 +12,7 @@ import pytest
 
 from harness.commands.cli import main
 from harness.compare.history import build_series
-from harness.records.summary import INDEXED_METRICS, latest_rows, summary_cells
+from harness.records.summary import INDEXED, latest_rows, summary_cells
 from harness.store.directory import Store
 from harness.store.sources import catalog_inputs, load_inputs
 
@@ -58,9 +58,9 @@ def published_metrics() -> dict[str, tuple[str, bool]]:
 def test_indexed_metrics_have_the_units_and_directions_records_carry() -> None:
     published = published_metrics()
     assert {"throughput", "step_time", "mfu", "peak_memory"} <= set(published)
-    for name, declared in INDEXED_METRICS.items():
-        if name in published:
-            assert published[name] == declared, name
+    for info in INDEXED:
+        if info.name in published:
+            assert published[info.name] == (info.unit, info.higher_is_better), info.name
 
 
 def test_summary_cells_say_what_the_record_says() -> None:
@@ -132,7 +132,7 @@ def test_a_file_changed_after_indexing_is_indexed_and_validated_again(
 def test_report_shows_each_experiments_latest_commit_and_counts_the_rest(
         store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.md"
-    assert main(["report", str(store.root), "-o", str(out)]) == 0
+    assert main(["report", str(store.root), "--runs", "-o", str(out)]) == 0
     text = out.read_text()
     assert "4 records (4 success)" in text and "4 older records" in text
     assert "2026-11-02-0-box-a" in text and "2026-11-01-0-box-a" not in text

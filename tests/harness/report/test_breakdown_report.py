@@ -31,7 +31,7 @@ def test_the_time_breakdown_section_lists_shares_and_links_traces(tmp_path: Path
     section = text.split("## Where the time goes", 1)[1]
     assert all(f" {share} |" in section for share in ("45.0%", "15.0%", "10.0%", "4.0%"))
     assert "rank0.trace.json.gz" in section
-    assert "energy/sample" in text
+    assert "energy per sample" in text
     assert main(["report", str(tmp_path / "run.json"), "-o", str(tmp_path / "r.html")]) == 0
     html = (tmp_path / "r.html").read_text()
     assert "Where the time goes" in html and "stacked bars" in html

@@ -44,26 +44,37 @@ def store(tmp_path: Path) -> Path:
     return write_store(tmp_path / "results", standard_set())
 
 
-def table_row(markdown: str, run_id: str) -> list[str]:
-    """The cells of the table row that ends with `run_id` (unescaped pipes split cells)."""
-    escaped = md_escape(run_id)
-    for line in markdown.splitlines():
-        if line.startswith("|") and line.rstrip(" |").endswith(escaped):
-            return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
-    raise AssertionError(f"no row for {run_id}")
+def cells_of(line: str) -> list[str]:
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
 
 
-def table_row_starting(markdown: str, *first: str) -> list[str]:
-    """The cells of the first table line whose first cells are `first` (a header or a row)."""
-    for line in markdown.splitlines():
-        if line.startswith("|"):
-            cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
-            if cells[:len(first)] == list(first):
-                return cells
-    raise AssertionError(f"no table line starting {' | '.join(first)}")
+def table_rows(markdown: str, *first: str) -> list[dict[str, str]]:
+    """The rows, by heading, of the first table whose header begins with `first`."""
+    lines = markdown.splitlines()
+    for at, line in enumerate(lines[:-1]):
+        header = cells_of(line) if line.startswith("|") else []
+        if header and header[:len(first)] == list(first) and lines[at + 1].startswith("|") \
+                and set(lines[at + 1]) <= set("|-: "):
+            rows = []
+            for below in lines[at + 2:]:
+                if not below.startswith("|"):
+                    break
+                rows.append(dict(zip(header, cells_of(below), strict=True)))
+            return rows
+    raise AssertionError(f"no table whose header starts {' | '.join(first)}")
 
 
-table_header = table_row_starting
+def row_where(markdown: str, first: tuple[str, ...], **match: str) -> dict[str, str]:
+    """The one row of that table whose cells hold `match` (a heading's spaces as _)."""
+    found = [row for row in table_rows(markdown, *first)
+             if all(row.get(key.replace("_", " ")) == value for key, value in match.items())]
+    assert len(found) == 1, (match, found)
+    return found[0]
+
+
+def training_section(markdown: str) -> str:
+    """The Training section of a report."""
+    return markdown.split("## Training\n", 1)[1].split("\n## ", 1)[0]
 
 
 # --- Markdown ---------------------------------------------------------------------------------
@@ -73,33 +84,32 @@ def test_markdown_tables_show_metrics_in_reading_units_with_ci(
     code, out, _ = report(capsys, str(store))
     assert code == 0
     assert out.startswith("# dtbench report\n")
-    assert "7 records (1 failed, 6 success)" in out
-    header = table_header(out, "machine", "backend")  # every row names its machine
-    row = dict(zip(header, table_row(out, FP32), strict=True))
+    assert "7 records (1 failed, 6 success) of 1 machine" in out
+    table = training_section(out)
+    first = ("comm", "launcher", "precision")  # one machine: no machine column
+    row = row_where(table, first, precision="fp32", mode="throughput", ranks="1")
     # 16 samples per 10 ms step; 8 samples -> the CI of the median is the full range.
     assert row["throughput (samples/s)"] == r"1600 \[1553, 1649\]"
     assert row["step time (ms)"] == r"10.00 \[9.700, 10.30\]"
     assert row["achieved (GFLOP/s)"].startswith(format_number(FLOPS_PER_SAMPLE * 1600 / 1e9))
     assert row["MFU (%)"].startswith("18.00 ")
-    assert row["peak memory (MiB)"] == "512.0"
-    assert row["precision"] == "fp32" and row["ranks"] == "1" and row["status"] == "success"
-    bf16 = dict(zip(header, table_row(out, "20240102T030406Z-hep_cnn-bf16"), strict=True))
+    assert row["peak memory (MiB)"] == "512.0" and row["status"] == "success"
+    # the golden Ice Lake has no bf16 instructions: its bf16 is marked
+    bf16 = row_where(table, first, precision="bf16 (emulated)")
     assert bf16["throughput (samples/s)"].startswith("3200 ")
-    scaled = dict(zip(header, table_row(out, "20240102T030500Z-hep_cnn-ws2"), strict=True))
-    assert scaled["scaling eff. (%)"] == "80.00 (weak)"
-    assert scaled["ranks"] == "2" and scaled["comm"] == "gloo"
-    ttt = dict(zip(header, table_row(out, "20240102T030600Z-hep_cnn-ttt"), strict=True))
+    scaled = row_where(table, first, ranks="2")
+    assert scaled["scaling efficiency (%)"] == "80.00 (weak)" and scaled["comm"] == "gloo"
+    ttt = row_where(table, first, mode="ttt")
     assert ttt["time to train (s)"] == "95.50"
     assert ttt["quality"] == "accuracy 0.9125 (target 0.9, reached)"
+    assert "Every row: backend cpu, nnodes 1, size tiny" in table
 
 
 def test_markdown_header_names_machines_software_and_how_to_regenerate(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
-    header = table_header(out, "machine", "host")
     # The machine's label from the fingerprint: the microarchitecture and cores.
-    machines = dict(zip(header, table_row_starting(out, "Intel Ice Lake, 80 cores", "bench01"),
-                        strict=True))
+    machines = row_where(out, ("machine", "host"), machine="Intel Ice Lake, 80 cores")
     assert machines["CPU"].startswith("Intel(R) Xeon(R) Platinum 8380")
     assert machines["RAM"] == "256.00 GiB" and machines["records"] == "7"
     assert "| 3.11.7 | 2.13.0+cpu | 3.12.0 |" in out
@@ -110,12 +120,10 @@ def test_markdown_collectives_have_busbw_per_message_size(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
     assert "## Collectives" in out and "### allreduce\n" in out and "### allgather\n" in out
-    header = next(line for line in out.splitlines() if " 1 KiB |" in line)
-    columns = [cell.strip() for cell in header.strip("|").split("|")]
-    assert columns == ["machine", "backend", "comm", "ranks", "status",
-                       "1 KiB", "2 KiB", "4 KiB", "8 KiB",
-                       "16 KiB", "32 KiB", "latency (µs)", "run"]
-    row = dict(zip(columns, table_row(out, "20240102T030700Z-comm-allreduce"), strict=True))
+    allreduce = out.split("### allreduce\n")[1].split("###")[0]
+    (row,) = table_rows(allreduce, "comm")
+    assert list(row) == ["comm", "ranks", "status", "1 KiB", "2 KiB", "4 KiB", "8 KiB",
+                         "16 KiB", "32 KiB", "latency (µs)"]
     # busbw = bytes / time * 2(n-1)/n with n = 2: 1024 B in 0.1 ms, 32 KiB in 0.6 ms.
     assert row["1 KiB"] == "0.01024"
     assert row["32 KiB"] == format_number(32768 / 6e-4 / 1e9) == "0.05461"
@@ -126,10 +134,9 @@ def test_markdown_collectives_have_busbw_per_message_size(
 def test_failed_records_show_status_and_error(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = report(capsys, str(store))
-    row = table_row(out, "20240102T030800Z-hep_cnn-failed")
-    assert "failed" in row and row.count("-") >= 5
-    assert (f"- {md_escape('20240102T030800Z-hep_cnn-failed')}: failed: rank 1 exited with "
-            "code 9") in out
+    row = row_where(training_section(out), ("comm",), status="failed")
+    assert row["precision"] == "fp16 (emulated)" and list(row.values()).count("-") >= 5
+    assert "- Intel Ice Lake, 80 cores: cpu/fp16 ×1: failed: rank 1 exited with code 9" in out
 
 
 def test_a_figure_that_missed_its_precision_target_is_marked(
@@ -143,11 +150,12 @@ def test_a_figure_that_missed_its_precision_target_is_marked(
                                       "drifting": True}
     store = write_store(tmp_path / "store", [precise, missed])
     _, out, _ = report(capsys, str(store))
-    assert "success (imprecise)" in table_row(out, "run-missed")
-    assert "success" in table_row(out, "run-precise") and \
-        "imprecise" not in " ".join(table_row(out, "run-precise"))
-    assert (r"run-missed: imprecise: +/-7.5% against +/-2% (time budget spent after 41 "
-            "steps; drifting)") in out.replace("\\", "")
+    table = training_section(out)
+    assert row_where(table, ("precision",), precision="bf16 (emulated)")["status"] == \
+        "success (imprecise)"
+    assert row_where(table, ("precision",), precision="fp32")["status"] == "success"
+    assert ("Intel Ice Lake, 80 cores: cpu/bf16 ×1: imprecise: +/-7.5% against +/-2% (time "
+            "budget spent after 41 steps; drifting)") in out.replace("\\", "").replace("\n  ", " ")
 
 
 def test_repeats_of_one_configuration_state_their_spread_beside_one_runs_interval(
@@ -160,7 +168,8 @@ def test_repeats_of_one_configuration_state_their_spread_beside_one_runs_interva
     earlier = training("run-earlier", speed=2.0, created="2024-01-01T03:04:05Z")
     earlier["code"] = {"commit": "f" * 40, "branch": "main", "dirty": False}
     _, out, _ = report(capsys, str(write_store(tmp_path / "store", [*runs, other, earlier])))
-    notes = [line for line in out.replace("\\", "").splitlines() if "between runs" in line]
+    notes = [line for line in out.replace("\\", "").replace("\n  ", " ").splitlines()
+             if "between runs" in line]
     # (1.1 - 0.9) / 2 / 1.0: +/-10%, beside the 1.5% each run states: unstable
     assert notes == ["- between runs: tiny cpu/fp32 ×1 on Intel Ice Lake, 80 cores, one commit: "
                      "throughput +/-10.0% across 3 runs, +/-1.5% within a run (unstable: the "
@@ -169,7 +178,7 @@ def test_repeats_of_one_configuration_state_their_spread_beside_one_runs_interva
 
 def test_markdown_ends_with_the_records_and_files_it_was_made_from(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, _ = report(capsys, str(store))
+    _, out, _ = report(capsys, str(store), "--runs")
     records = out[out.index("## Records"):]
     for record in standard_set():
         assert md_escape(record["run_id"]) in records
@@ -410,7 +419,7 @@ def test_damaged_file_is_skipped_with_a_warning_naming_it(
     mistyped["spec"]["world_size"] = "two"
     write_store(store, [weird, odd, mistyped])
     for fmt in ("md", "html", "csv"):
-        code, out, err = report(capsys, str(store), "--format", fmt)
+        code, out, err = report(capsys, str(store), "--format", fmt, "--runs")
         assert code == 0
         warnings = [line for line in err.splitlines() if line.startswith("dtbench: warning:")]
         assert len(warnings) == 2 and "20240102T999999Z-broken.json" in warnings[0]
@@ -508,8 +517,8 @@ def test_convergence_plot_draws_quality_against_time_per_strategy(
 
 def test_every_row_and_legend_names_its_machine(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    """Records of two machines in one report: each training and collective row starts with
-    its own machine's label, and plot labels carry it (they do not for one machine)."""
+    """Records of two machines in one report: each training and collective row names its
+    own machine's label in its first column (the plots colour by machine instead)."""
     from harness.report.plots import several_machines
     from harness.report.view import views_of
 
@@ -517,12 +526,15 @@ def test_every_row_and_legend_names_its_machine(tmp_path: Path,
     for record in records[::2]:
         record["machine"] = {**record["machine"], "name": "box-b"}
     store = write_store(tmp_path / "results", records)
-    _, out, _ = report(capsys, str(store))
-    for record in records:
-        if record["spec"].get("workload") and record["status"] == "success":
-            row = table_row(out, record["run_id"])
-            expected = "box-b" if record["machine"].get("name") else "Intel Ice Lake, 80 cores"
-            assert row[0] == expected, record["run_id"]
+    _, out, _ = report(capsys, str(store), "--by", "record")
+    table, ice = training_section(out), "Intel Ice Lake, 80 cores"
+    for match, machine in (({"precision": "fp32", "mode": "throughput", "ranks": "1"}, "box-b"),
+                           ({"ranks": "2"}, "box-b"), ({"precision": "bf16 (emulated)"}, ice),
+                           ({"mode": "ttt"}, ice)):
+        assert row_where(table, ("machine",), **match)["machine"] == machine, match
+    for op, machine in (("allreduce", "box-b"), ("allgather", ice)):
+        (row,) = table_rows(out.split(f"### {op}\n")[1], "machine")
+        assert row["machine"] == machine, op
     views = views_of(records)
     box_b = [view for view in views if view.machine_label == "box-b"]
     assert several_machines(views) and box_b and not several_machines(box_b)
@@ -541,12 +553,11 @@ def test_real_data_and_synthetic_runs_sit_side_by_side(tmp_path: Path,
     files["spec"].update(data="/data/hep.h5", loader_workers=2)
     code, out, _ = report(capsys, str(write_store(tmp_path / "store", [synthetic, files])))
     assert code == 0
-    header = table_header(out, "machine", "backend")
-    real = dict(zip(header, table_row(out, "20240102T030406Z-hep_cnn-files"), strict=True))
-    fake = dict(zip(header, table_row(out, "20240102T030405Z-hep_cnn-synthetic"), strict=True))
-    assert real["data"] == "/data/hep.h5" and real["loader workers"] == "2"
-    assert fake["data"] == "synthetic" and fake["data wait (fraction)"] == "-"
-    assert real["data wait (fraction)"].startswith("0.4")
+    real = row_where(training_section(out), (), data="/data/hep.h5")
+    fake = row_where(training_section(out), (), data="synthetic")
+    assert real["loader workers"] == "2"
+    assert fake["data wait share (fraction)"] == "-"
+    assert real["data wait share (fraction)"].startswith("0.4")
     assert fake["throughput (samples/s)"].startswith("3200 ")
 
 

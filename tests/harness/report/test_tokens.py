@@ -53,7 +53,7 @@ def test_tables_and_by_machine_show_tokens_per_s(tmp_path: Path,
     header = next(line for line in text.splitlines() if "tokens/s" in line)
     assert header.index("throughput") < header.index("tokens/s")
     assert main(["report", str(store), "--by", "machine"]) == 0
-    assert "### throughput in tokens (tokens/s)" in capsys.readouterr().out
+    assert "### token throughput (tokens/s)" in capsys.readouterr().out
 
 
 def test_the_throughput_plot_reads_tokens_on_its_right_axis() -> None:
