@@ -97,12 +97,15 @@ def machine_tables(views: list[RecordView], reference: str | None = None) -> lis
     reference = reference or default_reference(views)
     first: dict[str, RecordView] = {}
     values: dict[str, dict[str, list[float]]] = {}
+    busy: set[tuple[str, str]] = set()
     for view in runs:
         key = experiment_key(view.as_record())
         first.setdefault(key, view)
         value = view.value("throughput")
         if value is not None:
             values.setdefault(key, {}).setdefault(view.machine_label, []).append(value)
+            if view.busy:
+                busy.add((key, view.machine_label))
     first = {key: view for key, view in first.items() if key in values}
     if not first:
         return []
@@ -116,7 +119,7 @@ def machine_tables(views: list[RecordView], reference: str | None = None) -> lis
     shown.sort(key=lambda s: _setting_order(s, fields, len(machines_of[s])))
     differ = [i for i, _ in enumerate(fields) if len({s[i] for s in shown}) > 1]
     scale = report_scales(runs)["throughput"]
-    made = [_table(views, values, first, tables[setting], reference, scale,
+    made = [_table(views, values, busy, first, tables[setting], reference, scale,
                    ", ".join(f"{heading(fields[i])} {setting[i]}" for i in differ))
             for setting in shown]
     rows = {m for s in shown for m in machines_of[s]}
@@ -131,8 +134,8 @@ def machine_tables(views: list[RecordView], reference: str | None = None) -> lis
 
 
 def _table(views: list[RecordView], values: dict[str, dict[str, list[float]]],
-           first: dict[str, RecordView], keys: list[str], reference: str, scale: Scale,
-           setting: str) -> Table:
+           busy: set[tuple[str, str]], first: dict[str, RecordView], keys: list[str],
+           reference: str, scale: Scale, setting: str) -> Table:
     machines = sorted({m for key in keys for m in values[key]})
     base = reference if reference in machines else machines[0]
     order = [base, *(m for m in machines if m != base)]
@@ -148,7 +151,8 @@ def _table(views: list[RecordView], values: dict[str, dict[str, list[float]]],
         row = [machine + (f" ({', '.join(emulated)} emulated)" if emulated else "")]
         for key in keys:
             mine, theirs = values[key].get(machine, []), values[key].get(base)
-            row.append(ratio_cell(mine, None if machine == base else theirs, scale))
+            row.append(ratio_cell(mine, None if machine == base else theirs, scale)
+                       + (" (busy)" if (key, machine) in busy else ""))
             intervals = intervals or (machine != base and len(mine) > 1
                                       and len(theirs or []) > 1)
             why = None if mine else _why_empty(views, key, machine)
@@ -170,6 +174,9 @@ def _table(views: list[RecordView], values: dict[str, dict[str, list[float]]],
                                             if every else "") + "."
                      + ("" if intervals else " One run per machine and workload: no "
                         "between-run interval (dtbench run --repeat 2 or more gives one)."))
+    if any((key, machine) in busy for key in keys for machine in machines):
+        footnotes.append("(busy): a run in the figure was measured while other processes took "
+                         "CPU time from it (listed under Systems); it may be slowed.")
     if base != reference:
         footnotes.append(f"{reference} ran none of these: the ratios are to {base}.")
     title = f"{heading_of('throughput')} ({scale.label})" + (f": {setting}" if setting else "")
