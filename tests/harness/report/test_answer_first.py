@@ -182,3 +182,20 @@ def test_the_published_results_lead_with_every_training_machine(
     ids = {path.stem for path in paths}
     assert not [line for line in lines[:100] if any(run in line.replace("\\", "")
                                                     for run in ids)]
+
+
+def test_a_figure_measured_on_a_busy_machine_is_marked_in_the_lead(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The lead table marks a cell whose run was measured on a busy machine, as every other
+    table does, and says under it what the mark means; quiet cells stay unmarked."""
+    records = fleet()
+    slow = next(r for r in records if r["machine"]["name"] == "slow"
+                and r["spec"]["workload"] == "hep_cnn" and r["spec"]["precision"] == "fp32")
+    slow["load"] = {"busy": True, "busy_reason": "other processes took 40% of the CPU time"}
+    text = report_text(capsys, str(write_store(tmp_path / "store", records)))
+    first = tables(text)[0]
+    column = first[0].index("hep\\_cnn")
+    marked = [row[0] for row in first[1:] if row[column].endswith("(busy)")]
+    assert len(marked) == 1 and "slow" in marked[0]
+    assert not [row for row in first[1:] if row[first[0].index("alexnet")].endswith("(busy)")]
+    assert "(busy): a run in the figure was measured while other processes" in text
