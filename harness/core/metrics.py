@@ -122,7 +122,7 @@ CATALOGUE: tuple[MetricInfo, ...] = (
             "training steps"),
     _metric("comm_bytes_", "bytes", LOWER, "comm_bytes split by what the bytes are"),
     _metric("state_bytes", "bytes", LOWER, "parameters + gradients + optimizer state a rank "
-            "holds"),
+            "holds", DIAGNOSTIC),
     _metric("phase_", "s", LOWER, "per-phase step time, the slowest rank's", DIAGNOSTIC),
     _metric("bubble_fraction", "1", LOWER, "pipeline: idle share of a stage"),
     _metric("strategy_layout", "ranks", LOWER, "the ranks and the role of each"),
@@ -199,3 +199,24 @@ def scale_of(name: str, unit: str) -> str:
     """The report scale of a metric's column whose records are in `unit`."""
     found = metric_info(name)
     return found.scale_of(unit) if found else scale_for_unit(unit)
+
+
+# The words a table heads a metric with where the name's own words do not read as a reader's
+# (a unit, an acronym); every other metric is headed by its name's words.
+_HEADINGS = {"tokens_per_s": "tokens/s", "flops_per_sample": "FLOPs per sample",
+             "achieved_flops": "achieved FLOP/s", "peak_flops": "peak FLOP/s", "mfu": "MFU",
+             "mfu_spec": "MFU (datasheet)", "comm_bytes": "bytes sent",
+             "comm_payload_bytes": "bytes handed to collectives",
+             "comm_bytes_outside_steps": "bytes sent outside steps",
+             "state_bytes": "state per rank", "updates_per_s": "updates/s",
+             "algbw": "algorithm bandwidth", "busbw": "bus bandwidth"}
+
+
+def heading(name: str) -> str:
+    """The words a table heads a metric with (never its raw name): "step_time" reads "step
+    time", a family's member "phase: backward"."""
+    found = metric_info(name)
+    if found is not None and found.family and name != found.name:
+        own = name[len(found.name):].replace("_", " ")
+        return f"{heading(found.name.rstrip('_'))}: {own}"
+    return _HEADINGS.get(name, name.replace("_", " "))
