@@ -7,11 +7,16 @@ from harness.commands.arguments import percentage
 from harness.commands.options import add_json_option, json_target, write_json
 
 
+def add_threshold(parser: argparse.ArgumentParser) -> None:
+    """--threshold: the smallest change called a regression (compare's, and the gate's)."""
+    parser.add_argument("--threshold", type=percentage, default=5.0, metavar="PCT",
+                        help="regression threshold in percent (default 5)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
     parser.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
-    parser.add_argument("--threshold", type=percentage, default=5.0, metavar="PCT",
-                        help="regression threshold in percent (default 5)")
+    add_threshold(parser)
     add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "
