@@ -26,11 +26,12 @@ _MIN_TEXT = 16
 
 
 def change_text(ratio: float) -> str:
-    """A ratio as a signed change: 0.918 -> "-8.2%"."""
+    """A ratio as a signed change: 0.918 -> "-8.2%"; from twice up as a factor, "3.09x"."""
     if not math.isfinite(ratio):
         return "-"
-    pct = (ratio - 1.0) * 100.0
-    return f"{pct:+.0f}%" if abs(pct) >= 100 else f"{pct:+.1f}%"
+    if ratio >= 2:
+        return f"{ratio:.3g}x"
+    return f"{(ratio - 1.0) * 100.0:+.1f}%"
 
 
 def _severity(row: ComparisonRow) -> float:
@@ -68,6 +69,12 @@ def _words(group: SpecGroup) -> list[str]:
             *([f"on {machine}"] if machine else [])]
 
 
+def _order(row: ComparisonRow, worst_first: bool) -> tuple[float, bool]:
+    """The worst (or best) change first; of a rate and its time, which move as one, the
+    rate."""
+    return round(_severity(row) * (-1 if worst_first else 1), 9), row.higher_is_better is not True
+
+
 def experiment_labels(comparison: Comparison) -> Labels:
     """The Labels of a comparison's experiments."""
     words = {(base.workload, base.label): _words(base) for base, _ in comparison.pairs}
@@ -91,7 +98,7 @@ def changes(comparison: Comparison, rows: Sequence[ComparisonRow], worst_first: 
     the experiment is named by what tells it from its workload's others."""
     labels = experiment_labels(comparison)
     found = []
-    for row in sorted(rows, key=_severity, reverse=worst_first):
+    for row in sorted(rows, key=lambda row: _order(row, worst_first)):
         who = labels.of(row)
         interval = (f" [{change_text(row.test.ci_low)}, {change_text(row.test.ci_high)}]"
                     if row.test is not None and row.test.level != "exact" else "")
@@ -126,10 +133,14 @@ def verdict(comparison: Comparison) -> str:
                                        if comparison.pairs else "no experiment in common")
     better = [row for row in gated if row.verdict == IMPROVED]
     count = f"{len(gated)} gated metric{'s' if len(gated) != 1 else ''}"
-    if better:  # the largest three; the table holds the rest
-        named = changes(comparison, better, worst_first=False)
-        more = f"; and {len(named) - 3} more" if len(named) > 3 else ""
-        return f"no regression in {count}; improved: " + "; ".join(named[:3]) + more
+    if better:  # the largest three, one an experiment; the table holds the rest
+        best = {}
+        for row in sorted(better, key=lambda row: _order(row, False)):
+            best.setdefault((row.workload, row.spec), row)
+        named = changes(comparison, list(best.values())[:3], worst_first=False)
+        more = len(better) - len(named)
+        return f"no regression in {count}; improved: " + "; ".join(named) + (
+            f"; and {more} more" if more else "")
     return f"no significant change in {count}"
 
 

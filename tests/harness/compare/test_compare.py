@@ -183,8 +183,9 @@ def test_improvement_is_not_a_regression(tmp_path: Path, capsys: pytest.CaptureF
     rows = [line for line in out.splitlines() if line.startswith(("throughput", "step time"))]
     assert len(rows) == 2 and all(row.endswith(" improved") for row in rows)
     summary = verdict_line(out)
+    # one change an experiment: the rate, not its step time
     assert summary.startswith("no regression in 2 gated metrics; improved: hep_cnn throughput "
-                              "+25.0% [+2") and "; hep_cnn step time -20.0% [-" in summary
+                              "+25.0% [+2") and summary.endswith("%]; and 1 more")
 
 
 def test_noise_from_one_distribution_is_not_flagged(tmp_path: Path,
@@ -592,8 +593,8 @@ def test_a_real_slowdown_across_repeats_is_a_regression(
     cand = _runs(tmp_path, "cand", [1.30, 1.33, 1.28, 1.31, 1.35])
     assert main(["compare", base, cand]) == 1
     out = capsys.readouterr().out
-    assert verdict_line(out).startswith("regression: hep_cnn step time +")
-    assert "5/5 in every row" in out
+    assert verdict_line(out).startswith("regression: hep_cnn throughput -")
+    assert "; hep_cnn step time +" in verdict_line(out) and "5/5 in every row" in out
 
 
 # --- a gate that cannot pass silently ----------------------------------------------------------
@@ -617,7 +618,8 @@ def test_summary_only_files_catch_a_3x_slowdown(tmp_path: Path,
     same = saved_summary_file(tmp_path / "0003_same.json", 20.1e-6, 2.1e-6, 40_000)
     assert main(["compare", base, slow]) == 1
     out = capsys.readouterr().out
-    assert "test_sum step time +200%" in verdict_line(out) and "summary" in out
+    assert verdict_line(out).startswith("regression: test_sum step time 3x [")
+    assert "summary" in out
     assert main(["compare", base, same]) == 0
 
 
