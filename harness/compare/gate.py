@@ -232,6 +232,9 @@ def record(options: GateOptions) -> int:
 
 def gate(options: GateOptions) -> int:
     """`dtbench gate`: run this change, compare, write the summary; the exit code."""
+    from harness.core.files import check_output_file
+
+    check_output_file(str(options.summary), "--summary")  # before the runs, not after
     _fresh(options.candidate, "--candidate")
     if not options.interleave:
         _ran(dtbench_run(options.run_args(), options.candidate), options.candidate, "candidate")

@@ -220,7 +220,9 @@ def under_table(comparison: Comparison, rows: Sequence[ComparisonRow], verbose: 
     """The lines under a table: what every row shares, the runs where every row compared
     as many, and (--verbose) each workload's own settings."""
     labels = experiment_labels(comparison)
-    found = [f"Every row: {' '.join(labels.every_row)}."] if labels.every_row else []
+    named = {labels.of(row) for row in rows}
+    shared = [*(named if len(rows) > 1 and len(named) == 1 else ()), *labels.every_row]
+    found = [f"Every row: {' '.join(shared)}."] if shared else []
     runs = {_runs(row) for row in rows}
     if len(rows) > 1 and len(runs) == 1:
         found.append(f"Runs compared (baseline/candidate): {runs.pop()} in every row.")
@@ -343,7 +345,7 @@ def markdown(comparison: Comparison, verbose: bool = False, title: str = "dtbenc
             lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             lines += ["| " + " | ".join(markdown_text(cell, None) for cell in line) + " |"
                       for line in cells]
-            lines += ["", *(markdown_text(text, None) for text in under), ""] if under else [""]
+            lines += [""] + [line for text in under for line in (markdown_text(text, None), "")]
     lines += [f"- failed: {markdown_text(run)}" for run in comparison.failed_runs]
     lines += [f"- {markdown_text(text, None)}" for text in notes(comparison, verbose)]
     lines.append(f"{len(comparison.gated)} gated metric(s) compared; threshold "

@@ -136,6 +136,8 @@ def test_the_gate_cannot_run_exit_2(repo: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(gate_module, "dtbench_run", lambda *args, **kwargs: 2)
     with pytest.raises(UsageError, match="candidate's benchmarks could not run"):
         gate(options(repo))
+    with pytest.raises(UsageError, match="--summary .*does not exist"):  # before any run
+        gate(options(repo, summary=repo / "missing" / "summary.md"))
     write(repo / "candidate" / "old.json", {})
     with pytest.raises(UsageError, match="exists and is not empty"):
         gate(options(repo))
