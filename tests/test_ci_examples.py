@@ -1,14 +1,17 @@
-"""The shipped CI examples (.github/workflows/benchmark.yml, docs/ci/gitlab-ci.yml, and the
-.ci/gate script both run) run commands that exist: every dtbench command in them parses, and
-the gate, executed as written (with a tiny DTBENCH_ARGS and the baseline run in place of the
-merge base's worktree), leaves a Markdown summary whose verdict agrees with the exit code and
-names the baseline it used. (Both sides run the same code here, so the gate normally passes;
+"""The shipped CI examples (.github/workflows/benchmark.yml and docs/ci/gitlab-ci.yml) run
+commands that exist: every dtbench command in them parses; and `dtbench gate`, the command they
+run, works both ways in a throw-away repository holding dtbench's code: with no history it
+runs the merge base from a git worktree and says so, after `dtbench gate record` it gates on
+the history; its Markdown summary's verdict agrees with the exit code, names the baseline it
+used and what a pass means. (Both sides run the same code here, so the gate normally passes;
 whether it does is the false-alarm rate, a measurement, not something a test may assert.)"""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +24,6 @@ from harness.commands.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 GITHUB = ROOT / ".github" / "workflows" / "benchmark.yml"
 GITLAB = ROOT / "docs" / "ci" / "gitlab-ci.yml"
-GATE = ROOT / ".ci" / "gate"
 TINY_ARGS = "-w hep_cnn --size tiny --steps 3 --warmup 1 --threads 1 --repeat 2"
 
 
@@ -39,29 +41,24 @@ def _dtbench_commands(script: str) -> list[str]:
             for match in re.finditer(r"(?<![\w$/.-])dtbench [^\n;&)]+", script)]
 
 
-def _gate_commands() -> list[str]:
-    """The dtbench commands .ci/gate runs, as `dtbench ...` with its variables left in."""
-    text = re.sub(r"\\\n\s*", " ", GATE.read_text())  # continued lines joined
-    return [line.strip().replace("$dtbench", "dtbench").split(" >")[0].split(" ||")[0]
-            for line in text.splitlines() if line.strip().startswith("$dtbench ")]
-
-
 @pytest.mark.parametrize("system", ["github", "gitlab"])
 def test_every_dtbench_command_of_the_examples_parses(system: str) -> None:
     scripts = _scripts()[system]
-    assert any(".ci/gate record" in s for s in scripts)
-    assert any(s.strip().startswith(("status=0", ".ci/gate")) and ".ci/gate" in s
-               and "record" not in s for s in scripts)
-    commands = [c for script in scripts for c in _dtbench_commands(script)] + _gate_commands()
-    assert {shlex.split(c)[1] for c in commands} == {"run", "compare", "publish"}
-    env = {"args": "quick --size tiny", "history": "history", "target": "main",
-           "base": "abc", "here": "/w", "DTBENCH_ARGS": "quick --size tiny"}
+    commands = [c for script in scripts for c in _dtbench_commands(script)]
+    assert any(c.startswith("dtbench gate record") for c in commands)
+    assert any(c.startswith("dtbench gate --") for c in commands)
+    assert {shlex.split(c)[1] for c in commands} == {"gate", "publish"}
+    env = {"DTBENCH_ARGS": "quick --size tiny", "TARGET_BRANCH": "main"}
     parser = build_parser()
     for command in commands:
-        expanded = re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)),
+        expanded = re.sub(r"\$\{?(\w+)\}?", lambda m: shlex.quote(env.get(m.group(1),
+                                                                          m.group(0))),
                           command.replace('"', ""))
         with _no_exit():
-            parser.parse_args(shlex.split(expanded)[1:])
+            args = parser.parse_args(shlex.split(expanded)[1:])
+        if args.command == "gate":  # what the gate runs parses as `dtbench run`'s arguments
+            with _no_exit():
+                parser.parse_args(["run", *shlex.split(args.run)])
 
 
 def test_the_examples_install_torchs_cpu_build_first() -> None:
@@ -81,42 +78,76 @@ class _no_exit:
         return False
 
 
-def _gate(cwd: Path, *args: str) -> tuple[int, str]:
-    env = {**os.environ, "DTBENCH_ARGS": TINY_ARGS, "DTBENCH": f"{sys.executable} -m harness",
-           "GATE_BASELINE_HERE": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([str(GATE), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=900)
+def _gate(cwd: Path, *args: str) -> tuple[int, str, str]:
+    """`dtbench gate ARGS` in `cwd` as CI runs it: exit code, summary.md, the step summary."""
+    step = cwd.parent / "step-summary.md"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_STEP_SUMMARY": str(step)}
+    for name in ("GITHUB_HEAD_REF", "GITHUB_REF_NAME", "CI_COMMIT_REF_NAME"):
+        env.pop(name, None)  # the branch comes from the repository's checkout
+    done = subprocess.run([sys.executable, "-m", "harness", "gate", *args, "--run", TINY_ARGS],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     summary = cwd / "summary.md"
-    return done.returncode, (summary.read_text() if summary.exists() else done.stderr[-2000:])
+    if args[:1] == ("record",):
+        return done.returncode, done.stderr[-2000:], ""
+    assert summary.exists(), done.stderr[-2000:]
+    return done.returncode, summary.read_text(), step.read_text() if step.exists() else ""
+
+
+def _repository(path: Path) -> str:
+    """A git repository on main holding dtbench's code (the merge base a worktree runs), with
+    a branch `change` one commit ahead; main's commit."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.email=ci@example.org", "-c", "user.name=ci",
+                               *args], cwd=path, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    path.mkdir()
+    for package in ("harness", "backends", "workloads"):
+        shutil.copytree(ROOT / package, path / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (path / ".gitignore").write_text("history/\ncandidate/\nbaseline/\nsummary.md\n")
+    git("init", "-q", "-b", "main")
+    git("add", "-A")
+    git("commit", "-q", "-m", "base")
+    main = git("rev-parse", "HEAD")
+    git("checkout", "-q", "-b", "change")
+    git("commit", "-q", "--allow-empty", "-m", "the change")
+    return main
+
+
+def _verdict_agrees(status: int, summary: str) -> None:
+    lines = summary.splitlines()
+    assert lines[0] == "### dtbench gate " + ("✅" if status == 0 else "❌"), summary
+    assert lines[2].startswith(("no significant change", "no regression")) == (status == 0)
+    assert "What a pass means: the smallest throughput slowdown" in summary
 
 
 def test_the_gate_falls_back_to_the_merge_base_then_gates_on_the_history(
         tmp_path: Path) -> None:
-    """In a repository on main: with no history the gate runs the baseline itself and says
-    so; after two recorded runs of main it gates against that history and says so. Both
-    summaries' verdicts agree with the exit code."""
-    def git(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-
-    git("init", "-q", "-b", "main")
-    git("-c", "user.email=ci@example.org", "-c", "user.name=ci", "commit", "-q",
-        "--allow-empty", "-m", "base")
-    status, summary = _gate(tmp_path)
+    """With no history the gate runs the merge base's code from a git worktree (its records
+    carry main's commit) and says so; after two recorded runs of main it gates against that
+    history and says so. Each summary's verdict agrees with the exit code, and reaches the
+    job's step summary."""
+    repo = tmp_path / "repo"
+    main = _repository(repo)
+    status, summary, step = _gate(repo)
     assert status in (0, 1), summary
-    assert summary.startswith("### dtbench compare " + ("✅" if status == 0 else "❌"))
-    assert "Baseline: the merge base" in summary and "no history store" in summary
+    _verdict_agrees(status, summary)
+    assert f"Baseline: the merge base {main[:12]} run now on this runner (no history store)" \
+        in summary
+    records = [json.loads(path.read_text()) for path in (repo / "baseline").rglob("*.json")]
+    assert {record["code"]["commit"] for record in records
+            if isinstance(record, dict) and "code" in record} == {main}
+    assert step == summary
+    for name in ("candidate", "baseline"):
+        shutil.rmtree(repo / name)
+    subprocess.run(["git", "checkout", "-q", "main"], cwd=repo, check=True)
     for _ in range(2):
-        assert _gate(tmp_path, "record")[0] == 0
-    for name in ("candidate", "summary.md"):
-        path = tmp_path / name
-        if path.is_dir():
-            import shutil
-
-            shutil.rmtree(path)
-        else:
-            path.unlink()
-    status, summary = _gate(tmp_path)
+        assert _gate(repo, "record")[0] == 0
+    subprocess.run(["git", "checkout", "-q", "change"], cwd=repo, check=True)
+    shutil.rmtree(repo / "candidate", ignore_errors=True)
+    status, summary, _ = _gate(repo)
     assert status in (0, 1), summary
-    assert "Baseline: the history of main on this runner" in summary
-    verdict = summary.splitlines()[2]
-    assert verdict.startswith("no significant regression") == (status == 0)
+    _verdict_agrees(status, summary)
+    assert "Baseline: the history of main on this runner (history)" in summary
+    assert not (repo / "baseline").exists()

@@ -25,6 +25,8 @@ SUBCOMMANDS = {
     "report": ("report", "tables and plots from records and stores"),
     "compare": ("compare", "compare a baseline with a candidate; exit 1 on a significant "
                            "regression"),
+    "gate": ("gate", "the CI performance gate: run this change and compare it with the "
+                     "runner's history or the merge base; exit 1 on a regression"),
     "history": ("history", "a metric over commits per machine, with its change points"),
     "publish": ("publish", "a static site of machines, workloads, trends and records"),
     "predict": ("predict", "scale-out prediction from a calibrated model"),

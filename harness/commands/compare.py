@@ -3,18 +3,27 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.options import add_json_option, percentage
+from harness.commands.options import add_json_option, json_target, percentage, write_json
+
+
+def add_threshold(parser: argparse.ArgumentParser) -> None:
+    """--threshold: the smallest change called a regression (compare's, and the gate's)."""
+    parser.add_argument("--threshold", type=percentage, default=5.0, metavar="PCT",
+                        help="regression threshold in percent (default 5)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
     parser.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
-    parser.add_argument("--threshold", type=percentage, default=5.0, metavar="PCT",
-                        help="regression threshold in percent (default 5)")
+    add_threshold(parser)
     add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "
                         "$GITHUB_STEP_SUMMARY (default text)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also the diagnostics (phase times, FLOP/s, MFU, state per rank) "
+                        "and untested metrics, and the experiments one side lacks by name "
+                        "(default: the gated metrics, the others counted)")
     parser.add_argument("--trajectory", action="store_true",
                         help="compare the two runs' per-step losses instead: the largest "
                         "difference and the first step where they diverge (exit 1)")
@@ -45,4 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(args: argparse.Namespace) -> int:
     from harness.compare.command import command as compare_command
 
-    return compare_command(args)
+    target = json_target(args)
+    code, document = compare_command(args)
+    write_json(target, document, allow_nan=False)
+    return code

@@ -9,6 +9,8 @@ machine, and says which commits it took.
 """
 from __future__ import annotations
 
+import math
+import statistics
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,44 +53,80 @@ HISTORY_RUNS = 10
 MIN_HISTORY = 5
 
 
+@dataclass(frozen=True)
+class Spread:
+    """How far apart two commits of the same code fall on a machine, for one metric of one
+    experiment: `sigma`, the standard deviation of the log ratio of two commits' medians
+    (1.4826 x the median absolute difference of consecutive commits' log medians), from
+    `commits` commits of `runs` runs each (the median count); and for a metric with one value
+    a run, the range its single runs reached (percent)."""
+
+    sigma: float
+    commits: int
+    runs: int
+    single_range_pct: float | None = None
+
+    @property
+    def floor_pct(self) -> float:
+        """The 95% band of the ratio of two commits' medians, percent: no change within it
+        is called one (at least the single runs' range, for a one-value-a-run metric)."""
+        floor = (math.exp(1.96 * self.sigma) - 1.0) * 100
+        return max(floor, self.single_range_pct or 0.0)
+
+
 @dataclass
 class Selection:
     """The records chosen as the baseline, the line that says where they came from, and the
-    run-to-run noise of each experiment in the machine's history (experiment key -> metric
-    -> percent)."""
+    run-to-run spread of each experiment in the machine's history (experiment key -> metric
+    -> Spread); `noise` reads the same as floors (percent)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     description: str = ""
-    noise: dict[str, dict[str, float]] = field(default_factory=dict)
+    spread: dict[str, dict[str, Spread]] = field(default_factory=dict)
+
+    @property
+    def noise(self) -> dict[str, dict[str, float]]:
+        return floors_of(self.spread)
+
+
+def floors_of(spread: dict[str, dict[str, Spread]]) -> dict[str, dict[str, float]]:
+    return {key: {name: found.floor_pct for name, found in metrics.items()}
+            for key, metrics in spread.items()}
 
 
 def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per experiment and metric, how far apart two commits of the same code fall on this
-    machine (percent, 95%), as the gate compares them: each commit's median over its runs
-    (its --repeat), for the latest HISTORY_RUNS commits in time order; the differences of
-    consecutive logarithms (a real step between two commits is one difference among them, so
-    their median ignores it), whose spread 1.4826 x median |d| is that of the log ratio of two
-    commits; the ratio falls within exp(1.96 x 1.4826 x median |d|). Experiments with fewer
-    than MIN_HISTORY commits have none; records without a commit count one each.
+    machine (percent, 95%), as the gate compares them (history_spread's floors).
     A gate then calls no change that this machine's reruns reach on their own, whatever one
     invocation's intervals say (they leave out what varies between invocations: a run's
     repeats drift together, and on a 2-core VM two commits' medians of unchanged code fell
     0.82-1.22 apart while each run's interval was within 2%)."""
-    import math
-    import statistics
+    return floors_of(history_spread(records))
 
+
+def history_spread(records: list[dict[str, Any]]) -> dict[str, dict[str, Spread]]:
+    """Per experiment and metric, the Spread of its latest HISTORY_RUNS commits in time order:
+    each commit's median over its runs (its --repeat); the differences of consecutive
+    logarithms (a real step between two commits is one difference among them, so their
+    median ignores it), whose spread 1.4826 x median |d| is that of the log ratio of two
+    commits. Experiments with fewer than MIN_HISTORY commits have none; records without a
+    commit count one each. A metric with one value a run (peak memory) keeps the range its
+    single runs reached: its runs do not drift together, and a value that lands in one of two
+    modes run by run (alexnet's peak memory: 605 or 645 MB) moves a commit's median of three
+    by the whole gap while most commits' medians agree."""
     experiments: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for record in records:
         if record.get("spec_key"):
             commit = code_of(record).get("commit") or f"run {record.get('run_id')}"
             experiments.setdefault(experiment_key(record), {}).setdefault(
                 str(commit), []).append(record)
-    found: dict[str, dict[str, float]] = {}
+    found: dict[str, dict[str, Spread]] = {}
     for key, commits in experiments.items():
         ordered = sorted(commits.values(),
                          key=lambda runs: min(str(r.get("created_at", "")) for r in runs))
         values: dict[str, list[float]] = {}
         singles: dict[str, list[float]] = {}
+        counts: dict[str, list[int]] = {}
         for runs in ordered[-HISTORY_RUNS:]:
             per_metric: dict[str, list[float]] = {}
             for record in runs:
@@ -100,19 +138,17 @@ def history_noise(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             for name, found_values in per_metric.items():
                 values.setdefault(name, []).append(math.log(statistics.median(found_values)))
                 singles.setdefault(name, []).extend(found_values)
+                counts.setdefault(name, []).append(len(found_values))
         for name, logs in values.items():
             if len(logs) < MIN_HISTORY:
                 continue
             typical = statistics.median(abs(b - a) for a, b in
                                         zip(logs[:-1], logs[1:], strict=True))
-            floor = (math.exp(1.96 * 1.4826 * typical) - 1.0) * 100
-            if compare_role(name) == VALUE:
-                # one value a run (peak memory): its runs do not drift together, and a value
-                # that lands in one of two modes run by run (alexnet's peak memory: 605 or 645
-                # MB) moves a commit's median of three by the whole gap while most commits'
-                # medians agree; no change within what single runs of this code reached
-                floor = max(floor, (max(singles[name]) / min(singles[name]) - 1.0) * 100)
-            found.setdefault(key, {})[name] = floor
+            single = (max(singles[name]) / min(singles[name]) - 1.0) * 100 \
+                if compare_role(name) == VALUE else None
+            found.setdefault(key, {})[name] = Spread(1.4826 * typical, len(logs),
+                                                     int(statistics.median(counts[name])),
+                                                     single)
     return found
 
 
@@ -155,7 +191,7 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
             raise UsageError(f"{source}: no successful record of {machine} at commit "
                              f"{commit[:12]} (it holds commits {_commits(mine)})")
         return Selection(chosen, f"baseline: {machine} at commit {_commits(chosen)} "
-                         f"({len(chosen)} records of {source})", history_noise(mine))
+                         f"({len(chosen)} records of {source})", history_spread(mine))
     on_branch = [r for r in mine if code_of(r).get("branch") == branch]
     if not on_branch:
         branches = sorted({str(code_of(r).get("branch")) for r in mine})
@@ -167,7 +203,7 @@ def select_baseline(stored: list[dict[str, Any]], candidate: list[dict[str, Any]
     chosen = [r for r in on_branch if latest[_experiment(r)] == str(code_of(r).get("commit"))]
     return Selection(chosen, f"baseline: {machine}, latest on {branch}: commit "
                      f"{_commits(chosen)} ({len(chosen)} records of {source})",
-                     history_noise(on_branch))
+                     history_spread(on_branch))
 
 
 def pooled(records: list[dict[str, Any]], side: str) -> str | None:

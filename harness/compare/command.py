@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
+from harness.compare.baseline import Spread
 from harness.compare.matching import spec_differences
+from harness.compare.render import as_json, markdown, render, wrapped
 from harness.compare.rows import Comparison, compare_records
 from harness.core.errors import (
     EXIT_FAILED,
@@ -25,13 +28,14 @@ from harness.core.errors import (
     UsageError,
 )
 from harness.core.machine_load import is_busy
-from harness.core.outputs import clean_text, json_output, terminal_text, write_json
+from harness.core.outputs import clean_text, terminal_text
 from harness.store.sources import load_inputs
 from harness.store.url import is_store_url, redact
 
 
 def warn(message: str) -> None:
-    print(f"dtbench: warning: {clean_text(message, 1000)}", file=sys.stderr)
+    """A warning on stderr, one paragraph wrapped to lines a terminal shows whole."""
+    print("\n".join(wrapped(f"dtbench: warning: {clean_text(message, 2000)}")), file=sys.stderr)
 
 
 def failed_runs(records: list[dict[str, Any]]) -> list[str]:
@@ -118,7 +122,7 @@ def other_machines(comparison: Comparison) -> str | None:
             "hardware fields; neighbours and placement may differ")
 
 
-def trajectory_command(args: argparse.Namespace) -> int:
+def trajectory_command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """--trajectory: the same model, step by step, or the step where the runs part."""
     from harness.compare.trajectory import compare_trajectories, only_trajectory
 
@@ -128,19 +132,16 @@ def trajectory_command(args: argparse.Namespace) -> int:
     b = only_trajectory(load_all(args.candidate), shown(args.candidate))
     found = compare_trajectories(a, b, args.tolerance)
     print(terminal_text(found.render(shown(args.baseline), shown(args.candidate))))
-    write_json(json_output(args.json_file, getattr(args, "json_stdout", None)),
-               found.as_dict())
-    return EXIT_OK if found.same else EXIT_FAILED
+    return (EXIT_OK if found.same else EXIT_FAILED), found.as_dict()
 
 
 def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
-                    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+                    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Spread]]]:
     """The baseline side: every record given, or those --baseline-branch, --baseline-commit
     or --baseline-merge-base choose from the store for the candidate's machine (chosen from
     the store's index: only the chosen records are read); and, for a store's baseline, the
-    run-to-run noise of each experiment in the machine's history."""
-    from harness.compare.baseline import merge_base, pooled, select_baseline
-    from harness.store.sources import catalog_inputs
+    run-to-run spread of each experiment in the machine's history."""
+    from harness.compare.baseline import merge_base, pooled
 
     branch = getattr(args, "baseline_branch", None)
     commit = getattr(args, "baseline_commit", None)
@@ -156,48 +157,62 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
         if note:
             warn(note)
         return base_all, {}
-    catalog = catalog_inputs([args.baseline])
+    return store_baseline(args.baseline, cand_all, commit, branch)
+
+
+def store_baseline(source: str, cand_all: list[dict[str, Any]], commit: str | None = None,
+                   branch: str | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Spread]]]:
+    """The records of a store that `commit` or, per experiment, the latest on `branch` chose
+    for the candidate's machine (chosen from the store's index: only those are read), and
+    the spread of each experiment in the machine's history; UsageError where it holds none."""
+    from harness.compare.baseline import select_baseline
+    from harness.store.sources import catalog_inputs
+
+    catalog = catalog_inputs([source])
     for message in catalog.warnings:
         warn(message)
     summaries = catalog.summaries()
-    selection = select_baseline(summaries, cand_all, shown(args.baseline), commit, branch)
+    selection = select_baseline(summaries, cand_all, shown(source), commit, branch)
     chosen = {record["run_id"] for record in selection.records}
     print(f"dtbench: {clean_text(selection.description, 2000)}", file=sys.stderr)
-    if selection.noise:
+    if selection.spread:
         print(f"dtbench: run-to-run noise from the machine's history: "
-              f"{len(selection.noise)} experiment(s) with at least 5 runs; no change within "
+              f"{len(selection.spread)} experiment(s) with at least 5 runs; no change within "
               "it is called a regression", file=sys.stderr)
     return catalog.load([row for row in catalog.rows if row["run_id"] in chosen]), \
-        selection.noise
+        selection.spread
 
 
-def _all_failed(failures: list[str], threshold: float, target: Path | TextIO | None) -> int:
-    """A candidate with no successful run: the gate fails (exit 1), naming each failed run;
-    nothing is left to compare against the baseline."""
-    comparison = Comparison(threshold, [], [], [], [], failed_runs=failures)
-    for failure in failures:
-        print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
-    print(comparison.summary())
-    write_json(target, comparison.as_dict())
-    return EXIT_FAILED
+@dataclass
+class Verdict:
+    """A comparison as the gate decides it: the rows, the exit code, and (exit 3) why nothing
+    was compared."""
+
+    comparison: Comparison
+    exit_code: int
+    nothing_compared: str | None = None
 
 
-def command(args: argparse.Namespace) -> int:
-    if getattr(args, "trajectory", False):
-        return trajectory_command(args)
-    target = json_output(args.json_file, getattr(args, "json_stdout", None))
-    match_on = parse_match_on(getattr(args, "match_on", None))
-    if not is_store_url(args.baseline) and not Path(args.baseline).exists():
-        raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
-    cand_all = load_all(args.candidate, failed_ok=True)
+def judge(base_all: list[dict[str, Any]], cand_all: list[dict[str, Any]], threshold: float,
+          *, match_on: tuple[str, ...] | None = None,
+          spread: dict[str, dict[str, Spread]] | None = None,
+          allow_hardware: bool = False) -> Verdict:
+    """Compare two sides' records and decide: exit 1 on a gated regression or a failed
+    candidate run, 3 when nothing was compared, else 0. Different hardware is UsageError unless
+    `allow_hardware`; the warnings (hardware, busy machines, other machines) go to stderr."""
+    from harness.compare.baseline import floors_of
+
+    failures = failed_runs(cand_all)
     if not any(record.get("status") == "success" for record in cand_all):
-        return _all_failed(failed_runs(cand_all), float(args.threshold), target)
-    base_all, noise = chosen_baseline(args, cand_all)
+        for failure in failures:
+            print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
+        return Verdict(Comparison(threshold, [], [], [], [], failed_runs=failures), EXIT_FAILED)
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
-    comparison = compare_records(baseline, candidate, float(args.threshold), match_on, noise)
-    allow = bool(getattr(args, "allow_different_hardware", False))
-    if comparison.hardware and not allow:
+    comparison = compare_records(baseline, candidate, threshold, match_on,
+                                 floors_of(spread or {}))
+    if comparison.hardware and not allow_hardware:
         label, found = next(iter(comparison.hardware.items()))
         raise UsageError(f"different hardware ({label}: {'; '.join(found)}): compare refuses "
                          "to gate across machines; --allow-different-hardware makes it a "
@@ -209,7 +224,7 @@ def command(args: argparse.Namespace) -> int:
         if unknown_hardware(records):
             warn(f"{side}: unknown hardware (its records carry no CPU fingerprint); the "
                  "comparison cannot tell a code change from a machine change")
-    comparison.failed_runs = failed_runs(cand_all)
+    comparison.failed_runs = failures
     for side, records in (("baseline", baseline), ("candidate", candidate)):
         busy = [str(r.get("run_id")) for r in records if is_busy(r)]
         if busy:
@@ -219,21 +234,34 @@ def command(args: argparse.Namespace) -> int:
     note = other_machines(comparison)
     if note:
         warn(note)
-    # Markdown escapes every record text itself; the terminal's text drops escape sequences
-    print(comparison.markdown() if getattr(args, "format", None) == "md"
-          else terminal_text(comparison.render()),
-          end="" if getattr(args, "format", None) == "md" else "\n")
-    if target is not None:
-        try:
-            write_json(target, comparison.as_dict(), allow_nan=False)
-        except OSError as exc:
-            raise UsageError(f"--json {target}: cannot write ({exc.strerror or exc})") from None
     for failure in comparison.failed_runs:
         print(f"dtbench: candidate run failed: {failure}", file=sys.stderr)
     if comparison.failed:
-        return EXIT_FAILED
+        return Verdict(comparison, EXIT_FAILED)
     if not comparison.compared:
-        print(f"dtbench: {nothing_compared(comparison, baseline, candidate, match_on)}",
-              file=sys.stderr)
-        return EXIT_NOTHING_COMPARED
-    return EXIT_OK
+        return Verdict(comparison, EXIT_NOTHING_COMPARED,
+                       nothing_compared(comparison, baseline, candidate, match_on))
+    return Verdict(comparison, EXIT_OK)
+
+
+def command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
+    """`dtbench compare`: print the comparison (text or Markdown) and return the exit code with
+    the JSON document (commands/compare.py writes it where --json says)."""
+    if getattr(args, "trajectory", False):
+        return trajectory_command(args)
+    match_on = parse_match_on(getattr(args, "match_on", None))
+    if not is_store_url(args.baseline) and not Path(args.baseline).exists():
+        raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
+    cand_all = load_all(args.candidate, failed_ok=True)
+    base_all, spread = (chosen_baseline(args, cand_all)
+                        if any(r.get("status") == "success" for r in cand_all) else ([], {}))
+    verdict = judge(base_all, cand_all, float(args.threshold), match_on=match_on, spread=spread,
+                    allow_hardware=bool(getattr(args, "allow_different_hardware", False)))
+    verbose = bool(getattr(args, "verbose", False))
+    if getattr(args, "format", None) == "md":  # Markdown escapes every record text itself
+        print(markdown(verdict.comparison, verbose), end="")
+    else:
+        print(render(verdict.comparison, verbose))
+    if verdict.nothing_compared:
+        print(f"dtbench: {verdict.nothing_compared}", file=sys.stderr)
+    return verdict.exit_code, as_json(verdict.comparison)

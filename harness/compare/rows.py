@@ -13,9 +13,7 @@ from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.pooled import pool_metrics
 from harness.core import metrics as catalogue
 from harness.core.kinds import record_kind
-from harness.core.outputs import markdown_text
 from harness.core.stats import ALPHA, RatioTest, holm_survivors, ratio_of
-from harness.core.text import render_table
 from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.experiment import experiment_key
 from harness.records.record import finite_json
@@ -41,8 +39,6 @@ OK, REGRESSION, IMPROVED, NO_SAMPLES = "ok", "regression", "improved", "no sampl
 # stated intervals together): not called a regression, and said so.
 UNRESOLVED = "below resolution"
 ONLY_BASELINE, ONLY_CANDIDATE = "only in baseline", "only in candidate"
-HEADER = ("workload", "spec", "metric", "unit", "baseline median", "candidate median", "ratio",
-          "ratio CI95", "p", "n (base/cand)", "verdict")
 
 
 @dataclass(frozen=True)
@@ -73,15 +69,6 @@ class ComparisonRow:
                                                               ONLY_CANDIDATE) \
             else f"{self.verdict} (diagnostic)"
 
-    def cells(self) -> list[str]:
-        ci = f"[{self.test.ci_low:.3f}, {self.test.ci_high:.3f}]" if self.test else "-"
-        p_value = _number(self.test.p_value, "{:.2g}") if self.test else "-"
-        count = (f"{self.test.n_baseline}/{self.test.n_candidate} "
-                 f"{'runs' if self.test.level == 'runs' else 'steps'}") if self.test else "-"
-        return [self.workload, self.spec, self.metric, self.unit or "-", _number(self.baseline),
-                _number(self.candidate), _number(self.ratio, "{:.3f}"), ci, p_value, count,
-                self.verdict_text]
-
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "workload": self.workload, "spec": self.spec, "metric": self.metric,
@@ -92,10 +79,6 @@ class ComparisonRow:
         if self.test:
             data.update(self.test.as_dict())
         return data
-
-
-def _number(value: float | None, fmt: str = "{:.4g}") -> str:
-    return "-" if value is None or not math.isfinite(value) else fmt.format(value)
 
 
 def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: float,
@@ -234,69 +217,16 @@ class Comparison:
     def regressions(self) -> list[ComparisonRow]:
         return [row for row in self.rows if row.verdict == REGRESSION and row.gated]
 
-    def summary(self) -> str:
-        """The last line compare prints; it agrees with the exit code (1 when it says failed
-        or regression)."""
-        found = self.regressions
-        failed = f"{len(self.failed_runs)} failed candidate run(s)" if self.failed_runs else ""
-        if not found:
-            return (f"gate failed: {failed}" if failed else
-                    f"no significant regression (threshold {self.threshold_pct:g}%)")
-        named = ", ".join(f"{row.metric} on {row.workload} ({row.spec})" for row in found)
-        return f"{len(found)} regression(s): {named}" + (f"; {failed}" if failed else "")
-
-    def markdown(self) -> str:
-        """A summary for a pull-request comment or $GITHUB_STEP_SUMMARY: the verdict first,
-        then the rows that changed, the failed runs and the hardware note."""
-        verdict = "❌" if self.failed else "✅"
-        lines = [f"### dtbench compare {verdict}", "", self.summary(), ""]
-        changed = [row for row in self.rows if row.verdict not in (OK, NO_SAMPLES)]
-        if changed:
-            lines += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-            lines += ["| " + " | ".join(markdown_text(cell, None) for cell in row.cells())
-                      + " |" for row in changed]
-            lines.append("")
-        lines += [f"- failed: {markdown_text(run)}" for run in self.failed_runs]
-        lines += [f"- different hardware: {markdown_text(note)}" for note in self.hardware_notes()]
-        lines.append(f"{len(self.compared)} metric(s) compared; threshold "
-                     f"{self.threshold_pct:g}%, Holm-corrected.")
-        return "\n".join(lines) + "\n"
-
-    def render(self) -> str:
-        lines = [render_table(HEADER, [row.cells() for row in self.rows])] if self.rows else [
-            "no spec in common between baseline and candidate"]
-        lines += [f"only in baseline: {g.workload} ({g.label})" for g in self.only_in_baseline]
-        lines += [f"only in candidate: {g.workload} ({g.label})" for g in self.only_in_candidate]
-        lines += [f"different hardware: this is a hardware comparison ({note})"
-                  for note in self.hardware_notes()]
-        if any(row.test is not None and row.test.level == "summary" for row in self.rows):
-            lines.append("note: rows measured 'summary' come from summary statistics alone "
-                         "(mean, stddev, rounds; no per-round data in the file): ratio of "
-                         "means, delta-method CI, Welch's t-test")
-        unresolved = [row for row in self.rows if row.verdict == UNRESOLVED and row.gated]
-        if unresolved:
-            lines.append(f"note: {len(unresolved)} change(s) beyond the threshold are smaller "
-                         "than the two sides can resolve (their stated 95% intervals, and the "
-                         "spread between repeats, in quadrature; or the run-to-run noise of the "
-                         "machine's history), so none is called a regression: "
-                         + "; ".join(f"{row.metric} on {row.workload} "
-                                     f"{(row.ratio - 1) * 100:+.1f}% within "
-                                     f"+/-{row.resolution_pct:.1f}%" for row in unresolved)
-                         + ". Measure to a tighter --target-ci, or with more --repeat.")
-        if any(row.test is not None and row.test.level == "samples" for row in self.rows):
-            lines.append("note: where a side has one run of a spec, its steps are the samples; "
-                         "they share that run's machine state, so run-to-run variation is not "
-                         f"in the interval (repeat runs, e.g. --repeat {SUGGESTED_REPEATS}, "
-                         "make runs the unit)")
-        lines.append(self.summary())
-        return "\n".join(lines)
+    @property
+    def gated(self) -> list[ComparisonRow]:
+        """The rows that decide the gate: gated metrics that were tested."""
+        return [row for row in self.rows if row.gated and row.test is not None]
 
     def as_dict(self) -> dict[str, Any]:
         return finite_json({
             "threshold_pct": self.threshold_pct,
             "regressions": len(self.regressions),
             "failed_runs": self.failed_runs,
-            "summary": self.summary(),
             "rows": [row.as_dict() for row in self.rows],
             "only_in_baseline": [{"workload": g.workload, "spec": g.label}
                                  for g in self.only_in_baseline],

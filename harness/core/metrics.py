@@ -139,7 +139,7 @@ CATALOGUE: tuple[MetricInfo, ...] = (
     _metric("comm_bytes_", "bytes", LOWER, "{} bytes/step", "comm_bytes split by what the "
             "bytes are", column=False),
     _metric("state_bytes", "bytes", LOWER, "state/rank", "parameters + gradients + optimizer "
-            "state a rank holds", column=False),
+            "state a rank holds", DIAGNOSTIC, column=False),
     _metric("phase_", "s", LOWER, "{} phase", "per-phase step time, the slowest rank's",
             DIAGNOSTIC, column=False),
     _metric("bubble_fraction", "1", LOWER, "pipeline bubble", "pipeline: idle share of a "

@@ -270,7 +270,27 @@ def hardware_differences(first: Mapping[str, Any], second: Mapping[str, Any]) ->
     """'field: a vs b' for each hardware field known on both sides that differs."""
     a, b = hardware_summary(first), hardware_summary(second)
     known = [name for name in a if a[name] not in (None, [], "") and b[name] not in (None, [], "")]
-    return [f"{name}: {a[name]} vs {b[name]}" for name in known if a[name] != b[name]]
+    return [_difference(name, a[name], b[name]) for name in known if a[name] != b[name]]
+
+
+def _difference(name: str, first: Any, second: Any) -> str:
+    """'field: a vs b' (each side cut at 80 characters); for a list (ISA flags, GPUs) only
+    what one side has and the other lacks, the first few named, so that a line names the
+    difference instead of repeating two long lists."""
+    if not (isinstance(first, list) and isinstance(second, list)):
+        return f"{name}: {_cut(str(first))} vs {_cut(str(second))}"
+    from collections import Counter
+
+    a, b = Counter(map(str, first)), Counter(map(str, second))
+    only = [sorted((a - b).elements()), sorted((b - a).elements())]
+    return f"{name}: " + "; ".join(
+        f"only the {side} has {_cut(', '.join(found[:5]))}"
+        + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        for side, found in zip(("first", "second"), only, strict=True) if found)
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @cache

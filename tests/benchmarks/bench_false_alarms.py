@@ -36,6 +36,12 @@ def dtbench(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True)
 
 
+def records_in(store: Path) -> list[dict[str, Any]]:
+    """The records a run's store holds (its index and other files left out)."""
+    found = [json.loads(path.read_text()) for path in sorted(store.rglob("*.json"))]
+    return [record for record in found if isinstance(record, dict) and "spec" in record]
+
+
 def cpu() -> str:
     try:
         fields = {key.strip(): value for key, value in (
@@ -107,7 +113,7 @@ def main() -> None:
                 ratios.setdefault(key, []).append(float(row["ratio"]))
         if done.returncode == 1:
             alarms.append({"baseline": a, "candidate": b,
-                           "line": done.stdout.strip().splitlines()[-1]})
+                           "line": done.stdout.strip().splitlines()[0]})
     print(f"\nmachine: {cpu()}; each run: dtbench run {args.run_args}")
     print(f"ordered pairs compared: {len(pairs)}; exit codes: {dict(sorted(exits.items()))}")
     rate = len(alarms) / len(pairs)
@@ -148,13 +154,10 @@ def history_store(root: Path, stores: list[Path], name: str) -> Path:
     shutil.rmtree(folder, ignore_errors=True)  # an earlier invocation's (--reuse)
     folder.mkdir()
     for i, store in enumerate(stores):
-        for path in sorted(store.rglob("*.json")):
-            record = json.loads(path.read_text())
-            if not isinstance(record, dict) or "spec" not in record:
-                continue
+        for record in records_in(store):
             record["code"] = {**(record.get("code") or {}), "commit": f"{i:040x}",
                               "branch": "main", "dirty": False}
-            (folder / path.name).write_text(json.dumps(record))
+            (folder / f"{record['run_id']}.json").write_text(json.dumps(record))
     return folder
 
 
@@ -171,7 +174,7 @@ def history_gate(root: Path, stores: list[Path], slowed: list[Path], threshold: 
                        "--threshold", threshold)
         alarms += done.returncode == 1
         if done.returncode == 1:
-            lines.append(done.stdout.strip().splitlines()[-1])
+            lines.append(done.stdout.strip().splitlines()[0])
     # More same-commit candidates from the same runs: each against a history of the other
     # runs (runs are exchangeable when nothing changed; the baseline is then the latest other).
     others_alarms = 0
@@ -181,7 +184,7 @@ def history_gate(root: Path, stores: list[Path], slowed: list[Path], threshold: 
                        "--threshold", threshold)
         others_alarms += done.returncode == 1
         if done.returncode == 1:
-            lines.append(f"(run {i} against the others) " + done.stdout.strip().splitlines()[-1])
+            lines.append(f"(run {i} against the others) " + done.stdout.strip().splitlines()[0])
     full = history_store(root, stores, "history-all") if slowed else None
     for out in slowed:
         done = dtbench("compare", str(full), str(out), "--baseline-branch", "main",
@@ -202,10 +205,7 @@ def report_precision(stores: list[Path], durations: list[float]) -> dict[str, di
     how many met their target, the steps they measured; and the runs' wall time."""
     found: dict[str, list[dict[str, Any]]] = {}
     for store in stores:
-        for path in sorted(store.rglob("*.json")):
-            record = json.loads(path.read_text())
-            if not isinstance(record, dict) or "spec" not in record:
-                continue
+        for record in records_in(store):
             account = (record.get("notes") or {}).get("measurement") or {}
             found.setdefault(record["spec"]["workload"], []).append(account)
     if durations:

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from harness.commands.cli import main
-from tests.harness.compare.test_compare import last_line, make_record, scaled, steady_steps, write
+from tests.harness.compare.test_compare import (
+    make_record,
+    scaled,
+    steady_steps,
+    verdict_line,
+    write,
+)
 
 
 def at(record: dict[str, Any], commit: str, when: str, *, machine: str = "runner-a",
@@ -71,7 +77,7 @@ def test_the_feature_branch_baseline_is_faster_code_so_the_candidate_passes_or_r
     for seed in range(3):
         write(slow / f"s{seed}.json", run(20 + seed, "9" * 40, "2026-11-07", 1.3))
     assert main(["compare", str(store), str(slow), "--baseline-branch", "main"]) == 1
-    assert "regression" in last_line(capsys.readouterr().out).lower()
+    assert verdict_line(capsys.readouterr().out).startswith("regression: hep_cnn step time +")
     assert main(["compare", str(store), str(slow), "--baseline-branch", "feature"]) == 0
 
 

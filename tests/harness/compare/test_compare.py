@@ -13,6 +13,7 @@ import pytest
 from harness.commands.cli import main
 from harness.compare.matching import match_specs
 from harness.compare.rows import compare_records
+from harness.core.metrics import heading_of as heading
 from harness.core.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
 from harness.records.record import Metric
 
@@ -68,8 +69,11 @@ def write(path: Path, document: Any) -> str:
     return str(path)
 
 
-def last_line(text: str) -> str:
-    return text.strip().splitlines()[-1]
+def verdict_line(text: str) -> str:
+    """compare's verdict: its first line, with the lines that continue it (indented)."""
+    first, *rest = text.strip().split("\n\n")[0].splitlines()
+    assert all(line.startswith("  ") for line in rest)
+    return " ".join([first, *(line.strip() for line in rest)])
 
 
 @pytest.fixture
@@ -82,9 +86,9 @@ def baseline(tmp_path: Path) -> str:
 def test_same_file_exits_zero(baseline: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compare", baseline, baseline]) == 0
     out = capsys.readouterr().out
-    assert last_line(out) == "no significant regression (threshold 5%)"
+    assert verdict_line(out) == "no significant change in 2 gated metrics"
     assert "1.000" in out
-    assert "flops_per_sample" not in out and "peak_flops" not in out
+    assert "FLOPs per sample" not in out and "peak FLOP/s" not in out
 
 
 def test_slower_candidate_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -94,10 +98,9 @@ def test_slower_candidate_is_a_regression(tmp_path: Path, capsys: pytest.Capture
     base = write(tmp_path / "a.json", record)
     cand = write(tmp_path / "b.json", slower)
     assert main(["compare", base, cand]) == 1
-    summary = last_line(capsys.readouterr().out)
-    assert summary.startswith("2 regression(s):")
-    assert "throughput on hep_cnn (tiny/cpu/fp32/none/ws1/bs16)" in summary
-    assert "step_time on hep_cnn" in summary
+    summary = verdict_line(capsys.readouterr().out)
+    assert summary.startswith("regression: ")
+    assert "hep_cnn throughput -20.0% [" in summary and "hep_cnn step time +25.0% [" in summary
 
 
 @pytest.mark.parametrize("metric", ["phase_optimizer", "mfu", "achieved_flops"])
@@ -110,13 +113,18 @@ def test_diagnostics_are_tested_and_shown_but_never_fail_the_gate(
     record = make_record("base-1", steps, extra_metrics=[diagnostic])
     worse = 1.5 if metric.startswith("phase_") else 0.6
     changed = scaled(record, "cand-1", metric, worse)
+    shown = heading(metric)
     assert main(["compare", write(tmp_path / "a.json", record),
                  write(tmp_path / "b.json", changed), "--json",
                  str(tmp_path / "c.json")]) == 0
     out = capsys.readouterr().out
-    assert last_line(out) == "no significant regression (threshold 5%)"
-    assert "regression (diagnostic)" in next(line for line in out.splitlines()
-                                             if f" {metric} " in line)
+    assert verdict_line(out) == "no significant change in 2 gated metrics"
+    assert shown not in out and "1 diagnostic or untested row(s) not shown" in out
+    assert main(["compare", write(tmp_path / "a.json", record),
+                 write(tmp_path / "b.json", changed), "--verbose"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("Diagnostics") < out.index(shown)
+    assert next(line for line in out.splitlines() if shown in line).endswith(" regression")
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     row = next(r for r in rows if r["metric"] == metric)
     assert row["verdict"] == "regression" and row["gated"] is False
@@ -125,8 +133,8 @@ def test_diagnostics_are_tested_and_shown_but_never_fail_the_gate(
     slower = scaled(changed, "cand-2", "throughput", 0.6)
     assert main(["compare", write(tmp_path / "a.json", record),
                  write(tmp_path / "d.json", slower)]) == 1
-    assert last_line(capsys.readouterr().out) == (
-        "1 regression(s): throughput on hep_cnn (tiny/cpu/fp32/none/ws1/bs16)")
+    assert verdict_line(capsys.readouterr().out).startswith(
+        "regression: hep_cnn throughput -40.0% [")
 
 
 def with_interval(record: dict[str, Any], achieved: float) -> dict[str, Any]:
@@ -162,7 +170,7 @@ def test_a_change_the_sides_cannot_resolve_is_not_a_regression(
                                             else pytest.approx(math.sqrt(2) * stated))
     if verdict == "below resolution":
         assert "smaller than the two sides can resolve" in out
-        assert "throughput on hep_cnn -7.4% within +/-8.5%" in out
+        assert "hep_cnn throughput -7.4% within +/-8.5%" in out
 
 
 def test_improvement_is_not_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -172,8 +180,12 @@ def test_improvement_is_not_a_regression(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["compare", write(tmp_path / "a.json", record),
                  write(tmp_path / "b.json", faster)]) == 0
     out = capsys.readouterr().out
-    assert out.count("improved") == 2
-    assert last_line(out) == "no significant regression (threshold 5%)"
+    rows = [line for line in out.splitlines() if line.startswith(("throughput", "step time"))]
+    assert len(rows) == 2 and all(row.endswith(" improved") for row in rows)
+    summary = verdict_line(out)
+    # one change an experiment: the rate, not its step time
+    assert summary.startswith("no regression in 2 gated metrics; improved: hep_cnn throughput "
+                              "+25.0% [+2") and summary.endswith("%]; and 1 more")
 
 
 def test_noise_from_one_distribution_is_not_flagged(tmp_path: Path,
@@ -191,7 +203,7 @@ def test_noise_from_one_distribution_is_not_flagged(tmp_path: Path,
         cand = write(tmp_path / "cand.json", second)
         assert main(["compare", base, cand]) == 0
         rows = [line.split() for line in capsys.readouterr().out.splitlines()
-                if line.startswith("hep_cnn")]
+                if line.startswith(("step time", "throughput"))]
         assert [row[-1] for row in rows] == ["ok", "ok"]
 
 
@@ -204,7 +216,8 @@ def test_small_slowdown_is_below_the_threshold(tmp_path: Path,
     capsys.readouterr()
     # The 3% change is real (significant), so a tighter threshold does flag it.
     assert main(["compare", base, cand, "--threshold", "2"]) == 1
-    assert last_line(capsys.readouterr().out).startswith("2 regression(s):")
+    summary = verdict_line(capsys.readouterr().out)
+    assert summary.startswith("regression: hep_cnn ") and summary.count("; ") == 1
 
 
 def test_metric_without_samples_is_shown_but_never_flagged(
@@ -213,7 +226,7 @@ def test_metric_without_samples_is_shown_but_never_flagged(
     base = make_record("base-1", steps, extra_metrics=[Metric("energy", "J", 100.0, False)])
     cand = make_record("cand-1", steps, extra_metrics=[Metric("energy", "J", 150.0, False)])
     assert main(["compare", write(tmp_path / "a.json", base),
-                 write(tmp_path / "b.json", cand)]) == 0
+                 write(tmp_path / "b.json", cand), "--verbose"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "energy" in line)
     assert "1.500" in row and row.rstrip().endswith("no samples")
 
@@ -231,7 +244,8 @@ def test_peak_memory_and_time_to_train_gate(tmp_path: Path, capsys: pytest.Captu
     cand = make_record("cand-1", steps, extra_metrics=[Metric(name, unit, after, False)])
     assert main(["compare", write(tmp_path / "a.json", base),
                  write(tmp_path / "b.json", cand)]) == code
-    row = next(line for line in capsys.readouterr().out.splitlines() if name in line)
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith(heading(name)))
     assert row.rstrip().endswith("regression" if code else "ok")
 
 
@@ -244,8 +258,9 @@ def test_peak_memory_over_repeated_runs_is_tested_like_samples(
         Metric("peak_memory", "bytes", 1.15e9 * (1 + 0.01 * i), False)]) for i in range(5)]
     assert main(["compare", write(tmp_path / "a.json", base),
                  write(tmp_path / "b.json", cand)]) == 1
-    row = next(line for line in capsys.readouterr().out.splitlines() if "peak_memory" in line)
-    assert "5/5 runs" in row and row.rstrip().endswith("regression")
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("peak memory"))
+    assert "5/5 in every row" in out and row.rstrip().endswith("regression")
 
 
 def test_peak_memory_is_gated_against_its_own_run_to_run_spread(
@@ -260,7 +275,8 @@ def test_peak_memory_is_gated_against_its_own_run_to_run_spread(
         Metric("peak_memory", "bytes", 1.06e9 * (1 + 0.002 * i), False)]) for i in range(10)]
     assert main(["compare", write(tmp_path / "a.json", base),
                  write(tmp_path / "b.json", near)]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if "peak_memory" in line)
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("peak memory"))
     assert "below resolution" in row or row.rstrip().endswith("ok")
     far = [make_record(f"far-{i}", steps, extra_metrics=[
         Metric("peak_memory", "bytes", 1.25e9 * (1 + 0.002 * i), False)]) for i in range(10)]
@@ -278,7 +294,7 @@ def test_a_failed_candidate_run_fails_the_gate(tmp_path: Path,
     assert main(["compare", base, cand]) == 1
     captured = capsys.readouterr()
     assert "candidate run failed: hep_cnn cand-2: rank 1 exited with code 137" in captured.err
-    assert last_line(captured.out) == "gate failed: 1 failed candidate run(s)"
+    assert verdict_line(captured.out) == "gate failed: 1 candidate run failed (hep_cnn)"
     assert main(["compare", base, cand, "--format", "md"]) == 1
     summary = capsys.readouterr().out
     assert summary.startswith("### dtbench compare ❌")
@@ -300,7 +316,7 @@ def test_a_candidate_whose_only_run_failed_fails_the_gate(
                  str(report)]) == 1
     captured = capsys.readouterr()
     assert "candidate run failed: hep_cnn cand-1: ZeroDivisionError in the loss" in captured.err
-    assert last_line(captured.out) == "gate failed: 1 failed candidate run(s)"
+    assert verdict_line(captured.out) == "gate failed: 1 candidate run failed (hep_cnn)"
     assert json.loads(report.read_text())["failed_runs"] == [
         "hep_cnn cand-1: ZeroDivisionError in the loss"]
     failed.update(status="skipped", error="no GPU")
@@ -330,7 +346,10 @@ def test_stores_as_inputs_pool_repeats(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--json",
                  str(tmp_path / "cmp.json")]) == 1
     out = capsys.readouterr().out
-    assert "only in candidate: lstm (tiny/cpu/fp32/none/ws1/bs16)" in out
+    assert "1 experiment only in candidate (--verbose names them)" in out
+    assert "lstm" not in out
+    assert main(["compare", str(tmp_path / "old"), str(tmp_path / "new"), "--verbose"]) == 1
+    assert "only in candidate: lstm (tiny/cpu/fp32/none/ws1/bs16)" in capsys.readouterr().out
     written = json.loads((tmp_path / "cmp.json").read_text())
     rows = {row["metric"]: row for row in written["rows"]}
     # Two runs a side: runs, not their 12 steps, are the unit of the statistics.
@@ -352,7 +371,7 @@ def test_damaged_file_in_store_warns_and_is_skipped(tmp_path: Path,
     assert main(["compare", str(tmp_path / "store"), str(tmp_path / "store")]) == 0
     captured = capsys.readouterr()
     assert "dtbench: warning:" in captured.err and "broken.json" in captured.err
-    assert "step_time" in captured.out
+    assert "step time (ms)" in captured.out
 
 
 def test_side_without_readable_records_is_bad_usage(tmp_path: Path, baseline: str,
@@ -422,8 +441,8 @@ def test_pytest_benchmark_files_compare_like_records(tmp_path: Path,
     assert main(["compare", base, base]) == 0
     capsys.readouterr()
     assert main(["compare", base, cand]) == 1
-    summary = last_line(capsys.readouterr().out)
-    assert "step_time on test_train_step" in summary and "throughput" in summary
+    summary = verdict_line(capsys.readouterr().out)
+    assert "step time +25.0%" in summary and "throughput -20.0%" in summary
 
 # --- matching ----------------------------------------------------------------------------------
 
@@ -561,10 +580,11 @@ def test_run_to_run_noise_with_repeats_is_not_a_regression(
     single_base = str(tmp_path / "base" / "base-0.json")
     single_cand = str(tmp_path / "cand" / "cand-0.json")
     assert main(["compare", single_base, single_cand]) == 1
-    assert "note: where a side has one run" in capsys.readouterr().out
+    assert "where a side has one run" in capsys.readouterr().out
     assert main(["compare", base, cand]) == 0
     out = capsys.readouterr().out
-    assert "5/5 runs" in out and "no significant regression" in last_line(out)
+    assert "5/5 in every row" in out
+    assert verdict_line(out) == "no significant change in 2 gated metrics"
 
 
 def test_a_real_slowdown_across_repeats_is_a_regression(
@@ -573,7 +593,8 @@ def test_a_real_slowdown_across_repeats_is_a_regression(
     cand = _runs(tmp_path, "cand", [1.30, 1.33, 1.28, 1.31, 1.35])
     assert main(["compare", base, cand]) == 1
     out = capsys.readouterr().out
-    assert "step_time on hep_cnn" in last_line(out) and "5/5 runs" in out
+    assert verdict_line(out).startswith("regression: hep_cnn throughput -")
+    assert "; hep_cnn step time +" in verdict_line(out) and "5/5 in every row" in out
 
 
 # --- a gate that cannot pass silently ----------------------------------------------------------
@@ -597,7 +618,8 @@ def test_summary_only_files_catch_a_3x_slowdown(tmp_path: Path,
     same = saved_summary_file(tmp_path / "0003_same.json", 20.1e-6, 2.1e-6, 40_000)
     assert main(["compare", base, slow]) == 1
     out = capsys.readouterr().out
-    assert "step_time on test_sum" in last_line(out) and "summary" in out
+    assert verdict_line(out).startswith("regression: test_sum step time 3x [")
+    assert "summary" in out
     assert main(["compare", base, same]) == 0
 
 
@@ -707,5 +729,5 @@ def test_two_machine_folders_compare_their_latest_commits_warning_once(
     assert "cpu_family: 23 vs 25" in captured.err and "(2 spec(s):" in captured.err
     assert captured.err.count("older record(s)") == 1
     assert captured.out.count("different hardware") == 1
-    step = [line for line in captured.out.splitlines() if " step_time " in line]
+    step = [line for line in captured.out.splitlines() if " step time " in line]
     assert len(step) == 2 and all("1/1 steps" not in line and " ok" in line for line in step)

@@ -120,8 +120,9 @@ def kernel(run_id: str, machine: str, peak: float) -> dict[str, Any]:
     from harness.core.kinds import KERNEL
 
     record = _on(training(run_id), machine)
-    record["spec"].update(task=KERNEL.task, workload="kernel-gemm", family="gemm", kernel="64x64x64 NN",
-                          algorithm="torch.mm", group="deepbench", set="deepbench")
+    record["spec"].update(task=KERNEL.task, workload="kernel-gemm", family="gemm",
+                          kernel="64x64x64 NN", algorithm="torch.mm", group="deepbench",
+                          set="deepbench")
     record["metrics"] = [
         Metric("time", "s", 1e-3, False).as_dict(),
         Metric("kernel_flops", "FLOP", 2 * 64**3, True).as_dict(),

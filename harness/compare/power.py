@@ -1,0 +1,264 @@
+"""The gate's power curve from a pool of runs: how often it catches a slowdown of a given size,
+and how often it alarms when nothing changed (tests/benchmarks/bench_gate_power.py makes the
+pool; tests/harness/compare/test_power.py checks these statistics on synthetic runs).
+
+The pool is one set of invocations of what the gate runs, made once and interleaved in time:
+each round a same-commit invocation before each slowed one (`plan`), so that both sample the
+machine at the same times. Gates are then assembled from it and decided as `dtbench gate`
+decides them, without running anything again:
+
+- history (the shipped gate): each invocation in turn is the candidate, against a history of
+  the HISTORY_RUNS same-commit invocations nearest it in time (each one commit of the target
+  branch, as the CI's store would hold them);
+- interleaved K (`dtbench gate --interleave K`): K slowed (or same-commit) invocations
+  against the K same-commit ones that ran just before each, disjoint blocks in time order.
+
+A slowed invocation's records are made to read as a change of the code (the straggler field
+that slowed it removed from the spec), so the gate compares them exactly as it would a slower
+commit.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.compare.baseline import HISTORY_RUNS, select_baseline
+from harness.compare.command import Verdict, judge
+from harness.core.fields import spec_key
+from harness.core.spec import RUN_FIELDS
+from harness.records.record import metric as find_metric
+
+SLOWDOWNS = (2.0, 3.0, 5.0, 10.0)
+TARGET_BRANCH = "main"
+CANDIDATE_COMMIT = "c" * 40
+
+
+def straggler_factor(slowdown_pct: float) -> float:
+    """`--straggler 0:FACTOR` that slows a one-rank step by `slowdown_pct` percent: the rank
+    idles (FACTOR - 1) x its compute each step, so the step takes FACTOR times as long."""
+    return 1.0 / (1.0 - slowdown_pct / 100.0)
+
+
+def plan(rounds: int, slowdowns: Sequence[float] = SLOWDOWNS) -> list[float]:
+    """The slowdown of each invocation in time order (0: the same commit): each round a
+    same-commit invocation before each slowed one, e.g. 0 2 0 3 0 5 0 10."""
+    return [level for _ in range(rounds) for slowed in slowdowns for level in (0.0, slowed)]
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One invocation of the pool: its place in time, its slowdown, its records and seconds."""
+
+    index: int
+    slowdown_pct: float
+    records: tuple[dict[str, Any], ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A gate assembled from the pool: the invocations it compares and its wall time."""
+
+    mode: str
+    slowdown_pct: float
+    baseline: tuple[Invocation, ...]
+    candidate: tuple[Invocation, ...]
+
+    @property
+    def seconds(self) -> float:
+        """The gate's own runs: the candidate's (history), or both sides' (interleaved)."""
+        runs = self.candidate if self.mode == "history" else self.baseline + self.candidate
+        return sum(run.seconds for run in runs)
+
+
+def history_gates(pool: Sequence[Invocation], size: int = HISTORY_RUNS) -> list[Gate]:
+    """Each invocation against the `size` same-commit invocations nearest it in time (itself
+    left out): the shipped gate's comparison with the history."""
+    same = [run for run in pool if run.slowdown_pct == 0]
+    gates = []
+    for run in pool:
+        others = sorted((other for other in same if other.index != run.index),
+                        key=lambda other: (abs(other.index - run.index), other.index))[:size]
+        if others:
+            gates.append(Gate("history", run.slowdown_pct,
+                              tuple(sorted(others, key=lambda other: other.index)), (run,)))
+    return gates
+
+
+def interleaved_gates(pool: Sequence[Invocation], pairs: int) -> list[Gate]:
+    """Disjoint gates of `pairs` invocations a side, alternating in time: a slowed invocation
+    with the same-commit one just before it, or (for the false alarms) consecutive
+    same-commit invocations, alternately baseline and candidate."""
+    by_index = {run.index: run for run in pool}
+    gates = []
+    levels = sorted({run.slowdown_pct for run in pool if run.slowdown_pct > 0})
+    for level in levels:
+        couples = [(by_index[run.index - 1], run) for run in pool if run.slowdown_pct == level
+                   and by_index.get(run.index - 1) is not None
+                   and by_index[run.index - 1].slowdown_pct == 0]
+        for start in range(0, len(couples) - pairs + 1, pairs):
+            block = couples[start:start + pairs]
+            gates.append(Gate(f"interleaved:{pairs}", level, tuple(b for b, _ in block),
+                              tuple(c for _, c in block)))
+    same = [run for run in pool if run.slowdown_pct == 0]
+    for start in range(0, len(same) - 2 * pairs + 1, 2 * pairs):
+        block = same[start:start + 2 * pairs]
+        gates.append(Gate(f"interleaved:{pairs}", 0.0, tuple(block[0::2]), tuple(block[1::2])))
+    return gates
+
+
+def gates_of(pool: Sequence[Invocation], mode: str) -> list[Gate]:
+    """`history` or `interleaved:K`."""
+    if mode == "history":
+        return history_gates(pool)
+    name, _, pairs = mode.partition(":")
+    if name != "interleaved" or not pairs.isdigit() or int(pairs) < 1:
+        raise ValueError(f"unknown gate mode {mode!r}: history or interleaved:K (K >= 1)")
+    return interleaved_gates(pool, int(pairs))
+
+
+def _with_code(record: dict[str, Any], commit: str, branch: str) -> dict[str, Any]:
+    found = copy.deepcopy(record)
+    found["code"] = {**(found.get("code") or {}), "commit": commit, "branch": branch,
+                     "dirty": False}
+    return found
+
+
+def as_change(record: dict[str, Any], keys: dict[str, str], commit: str = CANDIDATE_COMMIT
+              ) -> dict[str, Any]:
+    """A record as a change of the code would leave it: the straggler that slowed it gone from
+    its spec (and its key, the same-commit runs' key of that spec), on a branch of its own."""
+    found = _with_code(record, commit, "change")
+    if found["spec"].get("straggler") is not None:
+        found["spec"]["straggler"] = None
+        shape = _shape(found["spec"])
+        found["spec_key"] = keys.get(shape) or spec_key(found["spec"], RUN_FIELDS)
+    return found
+
+
+def _shape(spec: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in spec.items() if k != "straggler"}, sort_keys=True,
+                      default=str)
+
+
+def spec_keys(pool: Sequence[Invocation]) -> dict[str, str]:
+    """The spec key of each same-commit spec (by its fields but the straggler)."""
+    return {_shape(record["spec"]): record["spec_key"] for run in pool if run.slowdown_pct == 0
+            for record in run.records if record.get("spec_key")}
+
+
+def decide(gate: Gate, keys: dict[str, str], threshold: float = 5.0) -> Verdict:
+    """The gate's verdict, as `dtbench gate` decides it: against the history (its runs each a
+    commit of the target branch, the latest chosen per experiment, the machine's spread from
+    them all), or the two interleaved sides against each other."""
+    if gate.mode == "history":
+        history = [_with_code(record, f"{run.index:040x}", TARGET_BRANCH)
+                   for run in gate.baseline for record in run.records]
+        candidate = [as_change(record, keys) for run in gate.candidate for record in run.records]
+        chosen = select_baseline(history, candidate, "the pool", branch=TARGET_BRANCH)
+        return judge(chosen.records, candidate, threshold, spread=chosen.spread)
+    baseline = [_with_code(record, "b" * 40, TARGET_BRANCH)
+                for run in gate.baseline for record in run.records]
+    candidate = [as_change(record, keys) for run in gate.candidate for record in run.records]
+    return judge(baseline, candidate, threshold)
+
+
+@dataclass
+class Outcome:
+    """A decided gate: its exit code and the workloads with a gated regression."""
+
+    gate: Gate
+    exit_code: int
+    workloads: frozenset[str]
+
+
+def evaluate(pool: Sequence[Invocation], mode: str, threshold: float = 5.0,
+             decider: Callable[[Gate, dict[str, str], float], Verdict] = decide
+             ) -> list[Outcome]:
+    """Every gate of `mode` the pool makes, decided."""
+    keys = spec_keys(pool)
+    outcomes = []
+    for gate in gates_of(pool, mode):
+        verdict = decider(gate, keys, threshold)
+        regressed = frozenset(row.workload for row in verdict.comparison.regressions)
+        outcomes.append(Outcome(gate, verdict.exit_code, regressed))
+    return outcomes
+
+
+@dataclass
+class CurvePoint:
+    """One slowdown's row of the curve: gates, how many alarmed (caught for a slowdown, false
+    alarms for the same commit), per workload too, and the gates' wall time."""
+
+    slowdown_pct: float
+    gates: int = 0
+    alarms: int = 0
+    per_workload: dict[str, int] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+    invocations: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"slowdown_pct": self.slowdown_pct, "gates": self.gates, "alarms": self.alarms,
+                "per_workload": self.per_workload, "invocations": self.invocations,
+                "median_gate_seconds": statistics.median(self.seconds) if self.seconds
+                else None}
+
+
+def curve(outcomes: Sequence[Outcome], workloads: Sequence[str]) -> list[CurvePoint]:
+    """The power curve: a point per slowdown (0 first: the false alarms)."""
+    points: dict[float, CurvePoint] = {}
+    for outcome in outcomes:
+        level = outcome.gate.slowdown_pct
+        point = points.setdefault(level, CurvePoint(level, per_workload=dict.fromkeys(
+            workloads, 0)))
+        point.gates += 1
+        point.alarms += outcome.exit_code == 1
+        point.invocations += len(outcome.gate.candidate)
+        point.seconds.append(outcome.gate.seconds)
+        for workload in outcome.workloads:
+            point.per_workload[workload] = point.per_workload.get(workload, 0) + 1
+    return [points[level] for level in sorted(points)]
+
+
+def throughputs(run: Invocation) -> dict[str, float]:
+    """Each workload's median throughput over an invocation's records."""
+    found: dict[str, list[float]] = {}
+    for record in run.records:
+        entry = find_metric(record, "throughput")
+        if record.get("status") == "success" and entry and entry.get("value"):
+            found.setdefault(str(record["spec"].get("workload")), []).append(entry["value"])
+    return {workload: statistics.median(values) for workload, values in found.items()}
+
+
+def injected(pool: Sequence[Invocation]) -> dict[float, dict[str, float]]:
+    """The slowdown each level actually made, percent, per workload: 1 - the slowed
+    invocations' median throughput over the same-commit ones'."""
+    levels: dict[float, dict[str, list[float]]] = {}
+    for run in pool:
+        for workload, value in throughputs(run).items():
+            levels.setdefault(run.slowdown_pct, {}).setdefault(workload, []).append(value)
+    same = {w: statistics.median(v) for w, v in levels.get(0.0, {}).items()}
+    return {level: {w: (1.0 - statistics.median(v) / same[w]) * 100.0
+                    for w, v in found.items() if w in same}
+            for level, found in sorted(levels.items()) if level > 0}
+
+
+def table(points: Sequence[CurvePoint], workloads: Sequence[str], mode: str) -> str:
+    """The curve as a Markdown table: slowdown, gates, invocations, caught (or false alarms),
+    each workload's alarms, and the median wall time of a gate's own runs."""
+    head = ["slowdown", "gates", "candidate runs", "caught", "false alarms", *workloads,
+            "wall time per gate"]
+    lines = [f"gate: {mode}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in points:
+        share = f"{p.alarms} / {p.gates}"
+        seconds = statistics.median(p.seconds) if p.seconds else float("nan")
+        lines.append("| " + " | ".join([
+            f"{p.slowdown_pct:g}%" if p.slowdown_pct else "0 (same commit)", str(p.gates),
+            str(p.invocations), "" if p.slowdown_pct == 0 else share,
+            share if p.slowdown_pct == 0 else "",
+            *(str(p.per_workload.get(w, 0)) for w in workloads), f"{seconds:.0f} s"]) + " |")
+    return "\n".join(lines)

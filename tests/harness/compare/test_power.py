@@ -1,0 +1,181 @@
+"""The power benchmark's statistics (harness/compare/power.py) on synthetic pools: invocations
+whose speed varies from one to the next by a known spread, some slowed by a known amount, the
+gates counted as `dtbench gate` decides them. Nothing is timed."""
+from __future__ import annotations
+
+import importlib
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.compare import power
+from harness.compare.command import Verdict
+from harness.compare.detectable import bar_log, caught_probability
+from harness.compare.rows import REGRESSION
+from tests.harness.compare.test_compare import make_record, write
+
+WORKLOADS = ("hep_cnn", "lstm")
+
+
+def synthetic_pool(rounds: int, slowdowns: tuple[float, ...], spread: float, seed: int = 0,
+                   repeats: int = 3) -> list[power.Invocation]:
+    """A pool as bench_gate_power.py makes one: per invocation and workload a speed drawn
+    log-normally with sd `spread` (what one process keeps for its life), its repeats within
+    0.1% of it; a slowed invocation's steps longer by 1 / (1 - slowdown)."""
+    rng = np.random.default_rng(seed)
+    pool = []
+    for index, level in enumerate(power.plan(rounds, slowdowns)):
+        records = []
+        for workload in WORKLOADS:
+            speed = math.exp(rng.normal(0.0, spread)) * (1.0 - level / 100.0)
+            for repeat in range(repeats):
+                run = speed * math.exp(rng.normal(0.0, 0.001))
+                steps = list(rng.normal(0.010 / run, 0.000005 / run, 12))
+                record = make_record(f"{index}-{workload}-{repeat}", steps, workload=workload,
+                                     spec_key=f"{workload:x<14}{'s' if level else 'k'}"[:16])
+                record["created_at"] = f"2026-12-01T{index // 60:02d}:{index % 60:02d}:0{repeat}Z"
+                record["spec"]["straggler"] = [0, power.straggler_factor(level)] if level \
+                    else None
+                records.append(record)
+        pool.append(power.Invocation(index, level, tuple(records), 100.0 + index))
+    return pool
+
+
+def test_the_plan_alternates_the_same_commit_with_each_slowdown() -> None:
+    assert power.plan(2, (2.0, 10.0)) == [0, 2, 0, 10, 0, 2, 0, 10]
+    assert power.straggler_factor(5.0) == pytest.approx(1 / 0.95)
+
+
+def test_gates_are_built_from_disjoint_candidates_alternating_in_time() -> None:
+    pool = synthetic_pool(5, (2.0, 10.0), 0.01)
+    history = power.gates_of(pool, "history")
+    assert len(history) == len(pool)  # every invocation is a candidate once
+    for gate in history:
+        # the ten same-commit invocations, less the candidate itself
+        assert len(gate.baseline) == (9 if gate.slowdown_pct == 0 else 10)
+        assert all(run.slowdown_pct == 0 for run in gate.baseline)
+        assert gate.candidate[0] not in gate.baseline
+        assert gate.seconds == gate.candidate[0].seconds
+    interleaved = power.gates_of(pool, "interleaved:2")
+    # 5 slowed invocations a level: 2 gates of 2; 10 same-commit ones: 2 gates of 2 + 2
+    assert sorted(g.slowdown_pct for g in interleaved) == [0, 0, 2, 2, 10, 10]
+    for level in (0.0, 2.0, 10.0):
+        used = [run.index for g in interleaved if g.slowdown_pct == level
+                for run in g.baseline + g.candidate]
+        assert len(used) == len(set(used))
+    for gate in interleaved:
+        if gate.slowdown_pct:  # each slowed run beside the same-commit run just before it
+            assert [b.index + 1 for b in gate.baseline] == [c.index for c in gate.candidate]
+        assert gate.seconds == sum(r.seconds for r in gate.baseline + gate.candidate)
+    with pytest.raises(ValueError, match="interleaved:K"):
+        power.gates_of(pool, "interleaved")
+
+
+def test_a_slowed_run_reads_as_a_change_of_the_code() -> None:
+    pool = synthetic_pool(1, (10.0,), 0.01)
+    keys = power.spec_keys(pool)
+    slowed = pool[1].records[0]
+    change = power.as_change(slowed, keys)
+    assert change["spec"]["straggler"] is None and slowed["spec"]["straggler"] is not None
+    assert change["spec_key"] == pool[0].records[0]["spec_key"] != slowed["spec_key"]
+    assert change["code"]["branch"] == "change"
+
+
+def test_a_quiet_runner_catches_every_10_percent_and_no_2_percent_slowdown() -> None:
+    """Invocations 0.5% apart: a 10% slowdown is far beyond the threshold and the history's
+    floor, 2% is below the 5% threshold, and the same commit never alarms."""
+    pool = synthetic_pool(5, (2.0, 10.0), 0.005)
+    points = {p.slowdown_pct: p for p in power.curve(power.evaluate(pool, "history"),
+                                                     WORKLOADS)}
+    assert (points[0.0].gates, points[0.0].alarms) == (10, 0)
+    assert (points[2.0].gates, points[2.0].alarms) == (5, 0)
+    assert (points[10.0].gates, points[10.0].alarms) == (5, 5)
+    assert points[10.0].per_workload == {"hep_cnn": 5, "lstm": 5}
+    injected = power.injected(pool)
+    assert injected[10.0]["lstm"] == pytest.approx(10.0, abs=1.0)
+    assert injected[2.0]["hep_cnn"] == pytest.approx(2.0, abs=1.0)
+    interleaved = {p.slowdown_pct: p for p in power.curve(
+        power.evaluate(pool, "interleaved:2"), WORKLOADS)}
+    assert interleaved[10.0].alarms == interleaved[10.0].gates == 2
+    assert interleaved[0.0].alarms == 0
+
+
+def test_the_history_gate_catches_as_often_as_its_floor_predicts() -> None:
+    """Invocations 3% apart (log sd): a candidate's median and one history commit's differ by
+    sd 3% x sqrt 2, and the gate calls a drop beyond its bar (the threshold, or the floor it
+    estimated from the history, widened for the 4 gated metrics). Over 20 gates a 12%
+    slowdown is caught as often as detectable.caught_probability gives for each gate's bar
+    (the line the gate's summary prints rests on the same arithmetic), and the same commit
+    about 5% of the time."""
+    spread, level, rounds = 0.03, 12.0, 20
+    pool = synthetic_pool(rounds, (level,), spread, seed=3)
+    verdicts: list[tuple[power.Gate, Verdict]] = []
+
+    def decider(gate: power.Gate, keys: dict[str, str], threshold: float) -> Verdict:
+        verdicts.append((gate, power.decide(gate, keys, threshold)))
+        return verdicts[-1][1]
+
+    points = {p.slowdown_pct: p for p in power.curve(
+        power.evaluate(pool, "history", decider=decider), WORKLOADS)}
+    assert points[level].gates == rounds and points[0.0].gates == rounds
+    rows = [row for gate, verdict in verdicts if gate.slowdown_pct == level
+            for row in verdict.comparison.rows if row.metric == "throughput"]
+    assert len(rows) == rounds * len(WORKLOADS)
+    chances = [caught_probability(level, spread * math.sqrt(2),
+                                  bar_log(5.0, row.resolution_pct)) for row in rows]
+    caught = sum(row.verdict == REGRESSION for row in rows)
+    sd = math.sqrt(sum(c * (1 - c) for c in chances))
+    assert abs(caught - sum(chances)) <= 3 * sd, (caught, sum(chances))
+    assert 0 < caught < len(rows)  # the slowdown is near the bar: neither always nor never
+    assert points[0.0].alarms <= 2  # of 20
+
+
+def test_the_table_has_a_row_per_slowdown_with_the_false_alarms_apart() -> None:
+    pool = synthetic_pool(2, (10.0,), 0.005)
+    text = power.table(power.curve(power.evaluate(pool, "history"), WORKLOADS), WORKLOADS,
+                       "history")
+    lines = text.splitlines()
+    assert lines[2] == ("| slowdown | gates | candidate runs | caught | false alarms | hep_cnn | "
+                        "lstm | wall time per gate |")
+    assert lines[4].startswith("| 0 (same commit) | 2 | 2 |  | 0 / 2 | 0 | 0 |")
+    assert lines[5].startswith("| 10% | 2 | 2 | 2 / 2 |  | 2 | 2 |")
+
+
+def test_the_benchmark_resumes_its_pool_within_its_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_gate_power.py's pool: the plan's invocations in order, each slowed one with the
+    straggler of its slowdown; an invocation the manifest lacks is made again on resuming,
+    none past the budget; a pool of another configuration is refused."""
+    bench = importlib.import_module("tests.benchmarks.bench_gate_power")
+    made: list[list[str]] = []
+    template = synthetic_pool(1, (2.0,), 0.01)
+
+    def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+        out = Path(args[args.index("--out") + 1])
+        level = 2.0 if "--straggler" in args else 0.0
+        for record in template[1 if level else 0].records:
+            write(out / "bench" / f"{record['run_id']}.json", record)
+        made.append(list(args))
+        return subprocess.CompletedProcess(list(args), 0, "", "")
+
+    monkeypatch.setattr(bench, "dtbench", run_here)
+    root = tmp_path / "pool"
+    bench.check_plan(root, "quick", [2.0])
+    bench.make_pool(root, "quick", [2.0], 2, None)
+    assert [("--straggler" in args) for args in made] == [False, True, False, True]
+    assert made[1][made[1].index("--straggler") + 1] == "0:1.02041"
+    manifest = root / bench.MANIFEST
+    manifest.write_text("\n".join(manifest.read_text().splitlines()[:2]) + "\n")
+    made.clear()
+    bench.make_pool(root, "quick", [2.0], 3, 0.0)  # no budget: nothing more starts
+    assert made == []
+    bench.make_pool(root, "quick", [2.0], 3, None)
+    assert len(made) == 4 and len(bench.finished(root)) == 6
+    pool = bench.load_pool(root)
+    assert [run.slowdown_pct for run in pool] == power.plan(3, (2.0,))
+    assert all(len(run.records) == 6 for run in pool)
+    with pytest.raises(SystemExit, match="holds a pool"):
+        bench.check_plan(root, "quick --repeat 9", [2.0])
