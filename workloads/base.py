@@ -180,28 +180,5 @@ class Workload(ABC):
 WORKLOADS: Registry[type[Workload]] = Registry("workload")
 
 
-@torch.no_grad()
-def mean_token_loss(model: nn.Module, data: Dataset, batch: int, device: torch.device,
-                    autocast: Callable[[], Any]) -> float:
-    """A language model's mean cross-entropy per target token over `data` (eval mode, then
-    back to the mode it was in): the evaluation of lstm and gpt alike."""
-    from torch.nn import functional as F
-
-    was_training = model.training
-    model.eval()
-    total_loss, tokens = 0.0, 0
-    try:
-        for inputs, targets in data.batches(batch, drop_last=False):
-            inputs, targets = inputs.to(device), targets.to(device)
-            with autocast():
-                logits = model(inputs).float()
-            total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                targets.reshape(-1), reduction="sum"))
-            tokens += targets.numel()
-    finally:
-        model.train(was_training)
-    return total_loss / max(tokens, 1)
-
-
 def get_workload(name: str) -> Workload:
     return WORKLOADS.get(name)()
