@@ -104,6 +104,15 @@ class Workload(ABC):
                         ) -> tuple[torch.Tensor, torch.Tensor]:
         """Random inputs and targets of the preset's shape, for throughput runs."""
 
+    def synthetic_samples(self, size: str, first: int, count: int, seed: int,
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Samples `first` .. `first + count - 1` of a run's synthetic stream, on the CPU:
+        sample i is drawn from its own generator seeded by (seed, i), so a step's global batch
+        is the same samples however many ranks share it out."""
+        drawn = [self.synthetic_batch(size, 1, "cpu", sample_generator(seed, index))
+                 for index in range(first, first + count)]
+        return torch.cat([x for x, _ in drawn]), torch.cat([y for _, y in drawn])
+
     @abstractmethod
     def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor: ...
 
@@ -133,6 +142,14 @@ class Workload(ABC):
         throughput in tokens/s is samples/s times this."""
         shape = self.preset(size).input_shape
         return int(shape[0]) if not self.image_model and len(shape) == 1 else None
+
+    def positions_per_sample(self, size: str) -> int:
+        """Terms one sample adds to a weight's gradient sum: a token window's length, an
+        image's pixels (a convolution's output positions are at most these); the length of
+        the longest sum that runs of other rank counts order differently is this times the
+        samples of a step (harness/compare/rounding.py)."""
+        shape = self.preset(size).input_shape
+        return int(math.prod(shape[1:])) if len(shape) > 1 else int(shape[0])
 
     def tensor_parallel_refusal(self, size: str, tp: int) -> str | None:
         """Why `tp` tensor-parallel ranks cannot split this model (None: they can)."""
@@ -180,27 +197,14 @@ class Workload(ABC):
 WORKLOADS: Registry[type[Workload]] = Registry("workload")
 
 
-@torch.no_grad()
-def mean_token_loss(model: nn.Module, data: Dataset, batch: int, device: torch.device,
-                    autocast: Callable[[], Any]) -> float:
-    """A language model's mean cross-entropy per target token over `data` (eval mode, then
-    back to the mode it was in): the evaluation of lstm and gpt alike."""
-    from torch.nn import functional as F
+def sample_generator(seed: int, index: int) -> torch.Generator:
+    """The generator of synthetic sample `index` under `seed`: numpy's SeedSequence mixes the
+    pair into one well-spread 64-bit seed (no two pairs share a stream as seed + index
+    would)."""
+    import numpy as np
 
-    was_training = model.training
-    model.eval()
-    total_loss, tokens = 0.0, 0
-    try:
-        for inputs, targets in data.batches(batch, drop_last=False):
-            inputs, targets = inputs.to(device), targets.to(device)
-            with autocast():
-                logits = model(inputs).float()
-            total_loss += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                targets.reshape(-1), reduction="sum"))
-            tokens += targets.numel()
-    finally:
-        model.train(was_training)
-    return total_loss / max(tokens, 1)
+    state = np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0]
+    return torch.Generator().manual_seed(int(state))
 
 
 def get_workload(name: str) -> Workload:

@@ -27,9 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trajectory", action="store_true",
                         help="compare the two runs' per-step losses instead: the largest "
                         "difference and the first step where they diverge (exit 1)")
-    parser.add_argument("--tolerance", type=float, default=1e-5, metavar="T",
-                        help="with --trajectory: a step differs beyond tolerance x "
-                        "max(1, |loss|) (default 1e-5)")
+    parser.add_argument("--tolerance", type=float, default=None, metavar="T",
+                        help="with --trajectory: a step differs beyond T x max(1, |loss|) "
+                        "(default: beyond the rounding bound of the runs' precision at that "
+                        "step)")
     parser.add_argument("--allow-different-hardware", action="store_true",
                         help="compare records from different CPUs or GPUs (a hardware "
                         "comparison) instead of refusing")

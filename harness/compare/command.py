@@ -126,7 +126,7 @@ def trajectory_command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """--trajectory: the same model, step by step, or the step where the runs part."""
     from harness.compare.trajectory import compare_trajectories, only_trajectory
 
-    if not args.tolerance > 0:
+    if args.tolerance is not None and not args.tolerance > 0:
         raise UsageError(f"--tolerance {args.tolerance}: expected a positive number")
     a = only_trajectory(load_all(args.baseline), shown(args.baseline))
     b = only_trajectory(load_all(args.candidate), shown(args.candidate))

@@ -23,6 +23,8 @@ def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> 
     if not fault:
         return
     kind, _, where = fault.partition(":")
+    if kind in TRAINING_FAULTS:
+        return
     target_rank, _, target_step = where.partition(":")
     if int(target_rank or 0) != rank or int(target_step or 0) != step:
         return
@@ -38,6 +40,37 @@ def inject_fault(rank: int, step: int, model: torch.nn.Module | None = None) -> 
     elif kind == "nan" and model is not None:
         with torch.no_grad():  # the loss of this step, and the training after it, diverge
             next(model.parameters()).fill_(float("nan"))
+
+
+# Test hooks for a run that trains another model than its spec says, every step on every rank
+# (DTBENCH_FAULT=KIND[:VALUE]), so that `compare --trajectory` is shown to catch it:
+# sum-gradients: ddp all-reduces the gradients without dividing by the ranks (their sum, not
+# their mean); lr-times:F: the optimizer's learning rate times F.
+TRAINING_FAULTS = ("sum-gradients", "lr-times")
+
+
+def _allreduce_sum(process_group, bucket):  # type: ignore[no-untyped-def]
+    # (no annotations: DDP rejects a hook whose `bucket` annotation is not dist.GradBucket)
+    """DDP's allreduce hook without its division by the world size."""
+    import torch.distributed as dist
+
+    group = process_group if process_group is not None else dist.group.WORLD
+    work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)
+    return work.get_future().then(lambda done: done.value()[0])
+
+
+def mistrain(model: torch.nn.Module | None, optimizer: object) -> None:
+    """Apply the training fault DTBENCH_FAULT asks for to a set-up strategy's model and
+    optimizer (nothing when it asks for none)."""
+    kind, _, value = os.environ.get(FAULT_VAR, "").partition(":")
+    if kind == "lr-times":
+        for group in getattr(optimizer, "param_groups", []):
+            group["lr"] *= float(value)
+    elif kind == "sum-gradients":
+        ddp = getattr(model, "_orig_mod", model)
+        if not isinstance(ddp, torch.nn.parallel.DistributedDataParallel):
+            raise RuntimeError("DTBENCH_FAULT=sum-gradients needs a ddp run of several ranks")
+        ddp.register_comm_hook(None, _allreduce_sum)
 
 
 def parameter_checksum(model: torch.nn.Module) -> float:

@@ -1,6 +1,7 @@
 """Where a throughput step's batch comes from: one synthetic batch kept in memory (the
-default), or the next batch of `--data` files through the loader (workloads/files), whose
-wait the step pays and the record keeps (data_wait)."""
+default, its samples drawn by global sample index), or the next batch of `--data` files
+through the loader (workloads/files), whose wait the step pays and the record keeps
+(data_wait)."""
 from __future__ import annotations
 
 import time
@@ -8,9 +9,28 @@ from typing import Any
 
 import torch
 
+from harness.core.spec import RunSpec
 from harness.rank.trainer import Trainer
 
 MAX_IDS = 4096  # sample ids a record keeps (which samples each rank read: disjoint shards)
+
+# How a run draws its samples: the record's `trajectory.sampling`, by which `compare
+# --trajectory` knows whether two runs saw the same samples each step. "per-shard" is never
+# written: it is what a record without the field did in throughput mode.
+SAMPLINGS = {
+    "global-index": "synthetic, the same batch every step, sample i of the step's global "
+                    "batch drawn from (seed, i) whatever the rank count",
+    "shuffled": "read from the data set, each step's global batch the next slice of one "
+                "shuffle under the seed, dealt out among the data shards whatever the rank "
+                "count",
+    "per-shard": "synthetic, each data shard's batch drawn from seed + shard index (records "
+                 "written before trajectory.sampling): other shard counts see other samples",
+}
+
+
+def sampling(spec: RunSpec) -> str:
+    """How a run of `spec` draws its samples (a key of SAMPLINGS)."""
+    return "shuffled" if spec.mode == "ttt" or spec.data else "global-index"
 
 
 class Feed:
@@ -33,11 +53,12 @@ class Feed:
             self._batches = self.files.forever()
             self.ids: list[int] = []
             return
-        # Drawn per data shard, not per rank: the ranks of a tensor-parallel group or a
-        # pipeline share their batch, as they do reading real data.
-        generator = torch.Generator().manual_seed(spec.seed + trainer.data_shard()[0])
-        inputs, targets = trainer.workload.synthetic_batch(spec.size, spec.batch_per_rank,
-                                                           "cpu", generator)
+        # Data shard s takes samples s*b .. s*b+b-1 of the step's global batch, each drawn
+        # from (seed, its index): n shards of b see the samples one rank of n*b sees, and the
+        # ranks of a tensor-parallel group or a pipeline (one shard) share their batch.
+        first = trainer.data_shard()[0] * spec.batch_per_rank
+        inputs, targets = trainer.workload.synthetic_samples(spec.size, first,
+                                                             spec.batch_per_rank, spec.seed)
         self.batch = trainer.to_device(inputs, targets)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor, float]:

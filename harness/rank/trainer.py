@@ -11,7 +11,7 @@ from torch import nn
 from harness.comm.meter import CommMeter
 from harness.core.errors import SkipRun
 from harness.core.spec import RunSpec
-from harness.rank.faults import inject_fault
+from harness.rank.faults import inject_fault, mistrain
 from harness.rundir import RankResult
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
 
@@ -37,6 +37,7 @@ class Trainer:
         place = RankPlace(rank, spec.world_size, local_rank, self.device)
         self.strategy: Strategy = STRATEGIES.get(spec.strategy)(spec, place, self.recipe, meter)
         self.strategy.setup()
+        mistrain(self.strategy.model, self.strategy.optimizer)  # DTBENCH_FAULT's test hooks
         # Dropout and data differ by rank; parameters were seeded alike before this.
         torch.manual_seed(spec.seed + rank)
         if meter is not None:

@@ -13,6 +13,7 @@ from harness.collectors.energy import energy_absent_reason
 from harness.comm.meter import COUNTED
 from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
+from harness.rank.feed import sampling
 from harness.records.record import Metric
 from harness.rundir import RankResult
 from harness.store.contract import RecordWriter
@@ -34,7 +35,7 @@ class Collected:
 def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
     """What the model did, step by step: the loss of every worker rank that stands for a data
     shard (Strategy.loss_ranks) at each recorded step (float32, as the ranks computed them),
-    the samples one step consumes over all ranks, the
+    the samples one step consumes over all ranks and how they were drawn, the
     first recorded step (throughput runs record after the warm-up), rank 0's step times, and
     the evaluations with the samples seen at each. None when no rank kept a loss."""
     kept = set(STRATEGIES.get(spec.strategy).loss_ranks(spec))
@@ -49,7 +50,7 @@ def trajectory(spec: RunSpec, ranks: list[RankResult]) -> dict[str, Any] | None:
                                          if "step" in entry else None)}
                    for entry in lead.quality_history]
     return {"ranks": [rank.rank for rank in workers], "first_step": first,
-            "samples_per_step": samples_per_step,
+            "samples_per_step": samples_per_step, "sampling": sampling(spec),
             "losses": [[float(np.float32(v)) for v in rank.losses] for rank in workers],
             "step_seconds": [round(float(t), 6) for t in seconds]
             if len(seconds) == len(lead.losses) else None,

@@ -1,23 +1,14 @@
 """GPT-2-style transformer language model (GPT-2 small, 124M parameters, at full size)."""
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from workloads.base import (
-    WORKLOADS,
-    Dataset,
-    Preset,
-    QualityTarget,
-    Workload,
-    mean_token_loss,
-)
+from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget
 from workloads.gpt.model import GPT
+from workloads.language import TokenLanguageModel
 
 
 def _preset(vocab: int, context: int, layers: int, width: int, heads: int, **rest: Any
@@ -57,14 +48,13 @@ PRESETS = {
 
 
 @WORKLOADS.register("gpt")
-class GPTWorkload(Workload):
+class GPTWorkload(TokenLanguageModel):
     """Next-token prediction over T-token windows; quality is the validation loss (nats per
     token, lower is better), with its perplexity beside it."""
 
     name = "gpt"
     summary = "GPT-2-style decoder-only transformer, 12 layers, width 768, 1,024 tokens"
     presets = PRESETS
-    image_model = False
     # The position table stays whole under tensor parallelism (Megatron splits the
     # vocabulary only): splitting it would all-reduce every sample's positions.
     tensor_parallel_replicated = ("embed.wpe",)
@@ -80,20 +70,6 @@ class GPTWorkload(Workload):
         return None if heads % tp == 0 else (
             f"gpt {size} has {heads} attention heads, which {tp} tensor-parallel ranks do "
             "not divide (each rank holds whole heads)")
-
-    def synthetic_batch(self, size: str, batch: int, device: torch.device | str,
-                        generator: torch.Generator | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        preset = self.preset(size)
-        shape = (batch, *preset.input_shape)
-        if str(device) == "meta":
-            return (torch.empty(shape, dtype=torch.long, device="meta"),
-                    torch.empty(shape, dtype=torch.long, device="meta"))
-        tokens = torch.randint(0, preset.num_classes, (batch, shape[1] + 1), generator=generator)
-        return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
-
-    def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(output.float().reshape(-1, output.shape[-1]), targets.reshape(-1))
 
     def optimizer_spec(self, size: str) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
         """AdamW as GPT-2 reproductions train it (betas 0.9/0.95, weight decay 0.1), at a
@@ -113,12 +89,6 @@ class GPTWorkload(Workload):
         from workloads.gpt.text import token_ids
 
         return token_ids(self.preset(size).num_classes)
-
-    @torch.no_grad()
-    def evaluate(self, model: nn.Module, data: Dataset, batch: int, device: torch.device,
-                 autocast: Callable[[], Any]) -> dict[str, float]:
-        mean = mean_token_loss(model, data, batch, device, autocast)
-        return {"eval_loss": mean, "perplexity": math.exp(min(mean, 700.0))}
 
     def run_settings(self, size: str, device: torch.device, precision: str) -> dict[str, Any]:
         from workloads.gpt.flops import attention_backend

@@ -1,22 +1,13 @@
 """Word-level LSTM language model (Zaremba et al. 2014 'medium' at full size)."""
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from workloads.base import (
-    WORKLOADS,
-    Dataset,
-    Preset,
-    QualityTarget,
-    Workload,
-    mean_token_loss,
-)
+from workloads.base import WORKLOADS, Dataset, Preset, QualityTarget
+from workloads.language import TokenLanguageModel
 from workloads.lstm.model import LSTMLanguageModel
 
 SEQ_LEN = 35
@@ -46,30 +37,15 @@ PRESETS = {
 
 
 @WORKLOADS.register("lstm")
-class LSTMWorkload(Workload):
+class LSTMWorkload(TokenLanguageModel):
     """Next-word prediction over 35-token sequences; quality is perplexity (lower is better)."""
 
     name = "lstm"
     summary = "2-layer LSTM language model, 650 hidden, vocabulary 10,000, 35 tokens"
     presets = PRESETS
-    image_model = False
 
     def build_model(self, size: str) -> nn.Module:
         return LSTMLanguageModel(**self.preset(size).model_kwargs)
-
-    def synthetic_batch(self, size: str, batch: int, device: torch.device | str,
-                        generator: torch.Generator | None = None,
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-        preset = self.preset(size)
-        shape = (batch, *preset.input_shape)
-        if str(device) == "meta":
-            return (torch.empty(shape, dtype=torch.long, device="meta"),
-                    torch.empty(shape, dtype=torch.long, device="meta"))
-        tokens = torch.randint(0, preset.num_classes, (batch, SEQ_LEN + 1), generator=generator)
-        return tokens[:, :-1].contiguous().to(device), tokens[:, 1:].contiguous().to(device)
-
-    def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(output.float().reshape(-1, output.shape[-1]), targets.reshape(-1))
 
     def optimizer_spec(self, size: str) -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
         return torch.optim.SGD, {"lr": self.preset(size).lr}
@@ -80,9 +56,3 @@ class LSTMWorkload(Workload):
         preset = self.preset(size)
         train, evaluation, _ = text_datasets(preset.num_classes, SEQ_LEN, data_path)
         return train, evaluation
-
-    @torch.no_grad()
-    def evaluate(self, model: nn.Module, data: Dataset, batch: int, device: torch.device,
-                 autocast: Callable[[], Any]) -> dict[str, float]:
-        mean = mean_token_loss(model, data, batch, device, autocast)
-        return {"perplexity": math.exp(min(mean, 700.0)), "eval_loss": mean}

@@ -24,8 +24,8 @@ def _run(losses: list[list[float]], batch: int, strategy: str = "ddp", **spec: A
     record = make_record(f"r{ranks}-{strategy}", steady_steps(), strategy=strategy,
                          batch_per_rank=batch, nproc_per_node=ranks, world_size=ranks, **spec)
     record["trajectory"] = {"ranks": list(range(ranks)), "first_step": 1,
-                            "samples_per_step": batch * ranks, "losses": losses,
-                            "step_seconds": None, "evaluations": []}
+                            "samples_per_step": batch * ranks, "sampling": "global-index",
+                            "losses": losses, "step_seconds": None, "evaluations": []}
     return record
 
 
@@ -58,3 +58,42 @@ def test_replicas_that_differ_or_uneven_shares_are_refused_with_the_reason() -> 
     uneven["spec"] = {**uneven["spec"], "batch_per_rank": 8}
     with pytest.raises(UsageError, match="do not each cover batch_per_rank"):
         compare_trajectories(uneven, one)
+
+
+def _per_shard(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as written before trajectory.sampling: synthetic batches per data shard."""
+    found = _trajectory(record)
+    found.pop("sampling")
+    return found
+
+
+def test_samples_drawn_per_shard_compare_only_at_the_same_shard_count() -> None:
+    two, one = _run([list(v) for v in HALVES], 16), _run([WHOLE], 32)
+    with pytest.raises(UsageError, match=r"per data shard from seed \+ shard index .* 2 shard"
+                                         r"\(s\) of 16 and 1 of 32 samples do not see the same"):
+        compare_trajectories(_per_shard(two), _per_shard(one))
+    assert compare_trajectories(_per_shard(two), _per_shard(two)).same
+    with pytest.raises(UsageError, match="the runs saw different samples: the baseline's were "
+                                         "synthetic, each data shard's batch drawn from seed"):
+        compare_trajectories(_per_shard(two), _trajectory(two))
+
+
+def test_runs_that_read_other_samples_are_refused_and_other_seeds_diverge() -> None:
+    synthetic = _trajectory(_run([WHOLE], 32))
+    files = _trajectory(_run([WHOLE], 32, data="/tokens"))
+    files["sampling"] = "shuffled"
+    with pytest.raises(UsageError, match="the candidate's read from the data set"):
+        compare_trajectories(synthetic, files)
+    ttt = {**files, "spec": {**files["spec"], "mode": "ttt"}}
+    with pytest.raises(UsageError, match="a throughput run and a ttt run read different"):
+        compare_trajectories(files, ttt)
+    # other seeds are other trainings, however close their losses
+    found = compare_trajectories(synthetic, _trajectory(_run([WHOLE], 32, seed=7)))
+    assert not found.same and found.first_divergent_step == 1 and found.max_difference == 0
+    assert found.render("a", "b").startswith(
+        "diverged at step 1 (the seeds differ, 0 and 7: other first parameters and samples)")
+    moved = _trajectory(_run([WHOLE], 32, data="/elsewhere"))
+    moved["sampling"] = "shuffled"
+    assert compare_trajectories(files, moved).notes == (
+        "the runs read --data /tokens and /elsewhere: the same samples only if these hold the "
+        "same files",)
