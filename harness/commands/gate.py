@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.options import non_negative_int, positive_int
 from harness.commands.compare import add_threshold
+from harness.commands.options import non_negative_int, positive_int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
