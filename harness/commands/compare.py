@@ -1,4 +1,4 @@
-"""`dtbench compare BASELINE CANDIDATE`: exit 1 on a significant regression."""
+"""`dtbench compare [BASELINE CANDIDATE]`: exit 1 on a significant regression."""
 from __future__ import annotations
 
 import argparse
@@ -13,8 +13,14 @@ def add_threshold(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("baseline", help="record file, store or pytest-benchmark JSON")
-    parser.add_argument("candidate", help="record file, store or pytest-benchmark JSON")
+    parser.add_argument("baseline", nargs="?",
+                        help="record file, store or pytest-benchmark JSON (default: with no "
+                        "CANDIDATE either, the version of the code before the newest in the "
+                        "store `run` writes)")
+    parser.add_argument("candidate", nargs="?",
+                        help="record file, store or pytest-benchmark JSON (default: the newest "
+                        "version of the code in that store, on the machine of its newest "
+                        "record)")
     add_threshold(parser)
     add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",

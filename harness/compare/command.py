@@ -244,17 +244,61 @@ def judge(base_all: list[dict[str, Any]], cand_all: list[dict[str, Any]], thresh
     return Verdict(comparison, EXIT_OK)
 
 
+def two_latest_versions(store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`dtbench compare` with no paths: of the store `run` writes, the machine of its newest
+    record, the records of the version (commit, else day) before the newest as the baseline
+    and those of the newest as the candidate; UsageError where it holds fewer than two."""
+    from harness.records.experiment import machine_of, version_of
+
+    records = load_all(store, failed_ok=True)
+    newest = max(records, key=lambda r: str(r.get("created_at") or ""))
+    machine = machine_of(newest)
+    mine = [r for r in records if machine_of(r) == machine]
+    order: dict[str, str] = {}
+    for record in mine:
+        version = version_of(record)
+        order[version] = max(order.get(version, ""), str(record.get("created_at") or ""))
+    versions = sorted(order, key=order.__getitem__)
+    if len(versions) < 2:
+        raise UsageError(f"{store}: {machine}'s records hold one version of the code "
+                         f"({versions[0]}); run again after a change, or name BASELINE and "
+                         "CANDIDATE")
+    print(f"dtbench: {machine} in {store}: baseline {versions[-2]}, candidate {versions[-1]}",
+          file=sys.stderr)
+    return ([r for r in mine if version_of(r) == versions[-2]],
+            [r for r in mine if version_of(r) == versions[-1]])
+
+
 def command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """`dtbench compare`: print the comparison (text or Markdown) and return the exit code with
     the JSON document (commands/compare.py writes it where --json says)."""
+    from harness.store.targets import default_store
+
+    given = [path for path in (args.baseline, args.candidate) if path is not None]
+    if len(given) == 1:
+        raise UsageError("name both BASELINE and CANDIDATE, or neither (the two latest "
+                         "versions of the code in the store `run` writes)")
+    if not given and (getattr(args, "trajectory", False) or any(
+            getattr(args, name, None) for name in
+            ("baseline_branch", "baseline_commit", "baseline_merge_base"))):
+        raise UsageError("--trajectory and --baseline-* need BASELINE and CANDIDATE")
     if getattr(args, "trajectory", False):
         return trajectory_command(args)
     match_on = parse_match_on(getattr(args, "match_on", None))
-    if not is_store_url(args.baseline) and not Path(args.baseline).exists():
-        raise UsageError(f"{args.baseline}: no such file or directory")  # before the candidate
-    cand_all = load_all(args.candidate, failed_ok=True)
-    base_all, spread = (chosen_baseline(args, cand_all)
-                        if any(r.get("status") == "success" for r in cand_all) else ([], {}))
+    spread: dict[str, dict[str, Spread]] = {}
+    if not given:
+        store = default_store()
+        if not is_store_url(store) and not Path(store).exists():
+            raise UsageError(f"{store}: no store yet (dtbench run writes its records there, "
+                             "or name BASELINE and CANDIDATE)")
+        base_all, cand_all = two_latest_versions(store)
+    else:
+        if not is_store_url(args.baseline) and not Path(args.baseline).exists():
+            raise UsageError(f"{args.baseline}: no such file or directory")  # before candidate
+        cand_all = load_all(args.candidate, failed_ok=True)
+        base_all, spread = (chosen_baseline(args, cand_all)
+                            if any(r.get("status") == "success" for r in cand_all)
+                            else ([], {}))
     verdict = judge(base_all, cand_all, float(args.threshold), match_on=match_on, spread=spread,
                     allow_hardware=bool(getattr(args, "allow_different_hardware", False)))
     verbose = bool(getattr(args, "verbose", False))
