@@ -81,7 +81,7 @@ BAD_INPUTS = [
      "absent.json: no such file"),
     ("compare foreign files only", ["compare", "foreign.json", "foreign.json"],
      "no readable dtbench records"),
-    ("compare one argument", ["compare", "foreign.json"], "required: candidate"),
+    ("compare one argument", ["compare", "foreign.json"], "name both BASELINE and CANDIDATE"),
     ("compare threshold not a number", ["compare", "a", "b", "--threshold", "abc"],
      "--threshold"),
     ("compare threshold zero", ["compare", "a", "b", "--threshold", "0"], "above 0"),
