@@ -11,6 +11,7 @@ from typing import Any
 from harness.core.errors import UsageError
 from harness.predict.calibration import (
     ComputeCalibration,
+    Fit,
     comm_fits,
     compute_from_curve,
     compute_from_rate,
@@ -147,7 +148,7 @@ def _measured_compute(request: Request, records: list[dict[str, Any]], flops: in
     return found, source
 
 
-def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, list[str]]:
+def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, list[Fit]]:
     if request.topology is not None:
         if request.network is not None:
             raise UsageError("give --topology or --network, not both (a topology names its "
@@ -159,8 +160,7 @@ def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, 
                          f"flat network takes {', '.join(ALGORITHMS)}")
     if request.network is not None:
         return parse_network(request.network, algorithm), []
-    network, used = network_from_fits(comm_fits(records), request.comm, algorithm)
-    return network, sorted({run for fit in used for run in fit.run_ids})
+    return network_from_fits(comm_fits(records), request.comm, algorithm)
 
 
 def _elsewhere(why: str, request: Request, loaded: list[dict[str, Any]], chosen: Chosen) -> str:
@@ -191,9 +191,10 @@ def prepare(request: Request) -> Prepared:
     records = chosen.records
     compute, source = _compute(request, records, facts.flops_per_sample)
     try:
-        network, comm_runs = _network(request, records)
+        network, fits = _network(request, records)
     except UsageError as why:
         raise UsageError(_elsewhere(str(why), request, loaded, chosen)) from None
+    comm_runs = sorted({run for fit in fits for run in fit.run_ids})
     batch = request.batch_size or compute.batch or 0
     if batch < 1 and is_external(request.workload):
         raise UsageError(f"{request.workload}: give --batch-size (per device)")
@@ -223,7 +224,8 @@ def prepare(request: Request) -> Prepared:
         overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
     fusion = parse_fusion(request.fusion) if request.fusion else None
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
-                           options[s], overheads=overheads, fusion=fusion)
+                           options[s], overheads=overheads, fusion=fusion,
+                           comm="" if network.assumed else request.comm)
                 for s in request.strategies}
     return Prepared(contexts, provenance, warnings, chosen)
 

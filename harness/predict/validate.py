@@ -198,7 +198,8 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
         notes.append(f"{strategy}'s own work {overheads[strategy].seconds * 1e3:.1f} ms a step, "
                      "measured at 1 rank")
     ctx = Context(facts, compute, network, int(spec["batch_per_rank"]), "weak",
-                  str(spec.get("precision")), options, sharing, overheads)
+                  str(spec.get("precision")), options, sharing, overheads,
+                  comm=str(spec.get("comm")))
     point = predict(ctx, strategy, [int(spec["world_size"])])[0]
     if point.estimate is None:
         notes.append(point.reason)
