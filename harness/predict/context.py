@@ -10,6 +10,7 @@ from harness.core.spec import RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
 from harness.predict.overhead import StrategyOverhead
+from harness.predict.uncertain import Uncertain
 from harness.strategies import STRATEGIES
 from harness.strategies.options import Option
 from harness.strategies.volumes import PARAM_BYTES, activation_bytes
@@ -71,7 +72,9 @@ class Context:
     registered name being priced (model.predict sets it), so a step model reads its class's
     traits and its own measured work through it rather than naming a strategy itself; comm
     the backend whose algorithms the bytes follow (gloo's reduce-scatter is an allreduce:
-    harness.core.traffic.wire_bytes), "" for the ring volumes of an assumed network.
+    harness.core.traffic.wire_bytes), "" for the ring volumes of an assumed network;
+    uncertain the inputs' uncertainties its predictions' intervals are drawn from
+    (harness.predict.interval).
     """
 
     facts: WorkloadFacts
@@ -86,6 +89,7 @@ class Context:
     fusion: tuple[float, float] | None = None  # Horovod fusion: (threshold bytes, cycle s)
     strategy: str = ""
     comm: str = ""
+    uncertain: tuple[Uncertain, ...] = ()
 
     @property
     def element_bytes(self) -> int:

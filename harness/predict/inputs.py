@@ -22,6 +22,7 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.costs import ALGORITHMS
+from harness.predict.interval import calibration_inputs
 from harness.predict.machine import Chosen, choose_machine
 from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
@@ -59,6 +60,7 @@ class Request:
     step_overhead: float = 0.0
     fusion: str | None = None
     machine: str | None = None  # whose records calibrate (default: this machine's hardware)
+    run_spread: float | None = None  # a stated between-run spread (default: from the records)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Prepared:
     provenance: Provenance
     warnings: list[str] = field(default_factory=list)
     chosen: Chosen = field(default_factory=lambda: Chosen([]))
+    spread: str = ""  # where the between-run spread of the intervals came from
 
 
 def load_calibration(paths: tuple[str, ...], warnings: list[str]) -> list[dict[str, Any]]:
@@ -223,11 +226,14 @@ def prepare(request: Request) -> Prepared:
         assumptions=tuple(assumptions),
         overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
     fusion = parse_fusion(request.fusion) if request.fusion else None
+    uncertain, spread = calibration_inputs(records, compute, fits, overheads,
+                                           run_spread=request.run_spread,
+                                           cv_stated=request.step_cv > 0)
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
                            options[s], overheads=overheads, fusion=fusion,
-                           comm="" if network.assumed else request.comm)
+                           comm="" if network.assumed else request.comm, uncertain=uncertain)
                 for s in request.strategies}
-    return Prepared(contexts, provenance, warnings, chosen)
+    return Prepared(contexts, provenance, warnings, chosen, spread)
 
 
 def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:
