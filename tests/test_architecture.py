@@ -123,3 +123,38 @@ e = spec.get("tasks") == "comm"
 f = {"task": "comm"}
 """
     assert task_comparisons(source) == [2, 3, 4, 5]
+
+
+def _volume_formulas() -> set[str]:
+    """The functions of harness.strategies.volumes that return a strategy's bytes by kind."""
+    import inspect
+    import typing
+
+    from harness.strategies import volumes
+
+    return {name for name, function in vars(volumes).items()
+            if inspect.isfunction(function) and function.__module__ == volumes.__name__
+            and typing.get_type_hints(function).get("return") == volumes.Volumes}
+
+
+def test_predict_step_models_call_no_volume_formula() -> None:
+    """A strategy's bytes are said once, by its class's traffic() (issue 53): predict's step
+    models read them through Context.traffic and name no per-kind formula of volumes.py
+    (the shapes of a collective, such as tp_layer_collectives, they may read)."""
+    import ast
+
+    formulas = _volume_formulas()
+    assert {"ddp", "zero1", "fsdp", "ps_sync", "pipeline", "tensor", "by_kind"} <= formulas
+    named = set()
+    for path in sorted((ROOT / "harness" / "predict").glob("*.py")):
+        aliases = {"volumes"}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "harness.strategies":
+                aliases |= {a.asname or a.name for a in node.names if a.name == "volumes"}
+            if isinstance(node, ast.ImportFrom) and node.module == "harness.strategies.volumes":
+                named |= {(path.name, a.name) for a in node.names}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and node.value.id in aliases:
+                named.add((path.name, node.attr))
+    assert {(module, name) for module, name in named if name in formulas} == set()

@@ -38,9 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from harness.report import SUFFIXES
     from harness.strategies import STRATEGIES
 
-    parser.add_argument("--strategy", action="append", metavar="NAME",
+    parser.add_argument("--strategy", action="append", metavar="NAME[,NAME...]",
                         help=f"how the runs would be distributed: {', '.join(STRATEGIES)}; "
-                        "repeatable (default ddp)")
+                        "repeatable or a comma list; two or more are ranked by throughput "
+                        "at each rank count (default ddp)")
     parser.add_argument("--strategy-opt", action="append", default=[], metavar="KEY=VALUE",
                         help="an option of the strategy, as for dtbench run (repeatable; "
                         "default: the strategy's own, dtbench list names them)")
@@ -86,6 +87,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="step-time coefficient of variation: a synchronous step waits "
                         "for the expected slowest of its ranks (default: estimated from 30 or "
                         "more measured steps, else the wait is not priced)")
+    parser.add_argument("--run-spread", type=float, metavar="CV",
+                        help="between-run spread of the compute calibration (sd of the log of "
+                        "runs' median steps) for the 90%% intervals (default: from the "
+                        "calibration's repeats, else the machine's repeated single-rank runs, "
+                        "else not in the interval)")
     parser.add_argument("--step-overhead", type=float, default=0.0, metavar="SECONDS",
                         help="framework and optimizer time a step, whatever the batch")
     parser.add_argument("--fusion", metavar="MB:CYCLE_MS", help="Horovod tensor fusion instead "

@@ -43,6 +43,11 @@ class Fit:
         return self.alpha + self.beta * nbytes
 
     @property
+    def source(self) -> str:
+        """How the links priced from this fit name it (network.OpLink.source)."""
+        return f"{self.comm} {self.op} on {self.world_size} ranks ({self.link})"
+
+    @property
     def residuals(self) -> tuple[float, ...]:
         """(fitted - measured) / measured at each size."""
         return tuple((self.predict(s) - t) / t for s, t in zip(self.sizes, self.times,
@@ -157,11 +162,10 @@ def network_from_fits(fits: list[Fit], comm: str, algorithm: str = "ring",
         mine = [fit for fit in mine if fit.link == link]
     links = []
     for fit in mine:
-        source = f"{fit.comm} {fit.op} on {fit.world_size} ranks ({fit.link})"
         links.append(OpLink(fit.op, fit.world_size, link_from_fit(
-            fit.op, algorithm, fit.world_size, fit.alpha, fit.beta), source))
+            fit.op, algorithm, fit.world_size, fit.alpha, fit.beta), fit.source))
         if fit.op == "broadcast":
-            links.append(OpLink("p2p", fit.world_size, _p2p_link(fit), source))
+            links.append(OpLink("p2p", fit.world_size, _p2p_link(fit), fit.source))
     label = f"{comm} calibrated ({', '.join(sorted({fit.link for fit in mine}))})"
     return Network(label, False, tuple(links), algorithm), mine
 

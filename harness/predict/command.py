@@ -27,7 +27,7 @@ def command(args: argparse.Namespace, render_report: Renderer) -> int:
     if args.validate:
         return validate_command(args, json_file, render_report)
     if args.validate_published is not None:
-        from harness.predict.published import published_command
+        from harness.predict.published_report import published_command
 
         return published_command(args.validate_published or None)
     if not args.workload:
@@ -47,18 +47,21 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
     from harness.core.text import render_table
     from harness.machine.fingerprint import harness_info
     from harness.predict.inputs import Request, prepare
+    from harness.predict.interval import interval_line
     from harness.predict.model import predict
+    from harness.predict.ranking import rankings
     from harness.predict.records import prediction_record
 
     target = None if args.output is None else check_output_file(args.output, "-o")
-    strategies = tuple(dict.fromkeys(args.strategy or ["ddp"]))
+    strategies = tuple(dict.fromkeys(name.strip() for given in args.strategy or ["ddp"]
+                                     for name in given.split(",") if name.strip()))
     request = Request(args.workload, strategies, tuple(args.strategy_opt), args.size,
                       args.precision, args.backend, args.comm, args.network, args.algorithm,
                       args.compute_from, args.compute_rate,
                       tuple(args.calibrate_from or [default_store()]), args.batch_size,
                       args.threads, args.scaling, args.topology, args.compute_curve,
                       args.step_cv, args.step_overhead, args.fusion,
-                      getattr(args, "machine", None))
+                      getattr(args, "machine", None), run_spread=args.run_spread)
     if (args.network is None and args.topology is None) or all(
             v is None for v in (args.compute_rate, args.compute_from, args.compute_curve)):
         _calibrate_from(args, [default_store()])
@@ -77,6 +80,7 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
               + "; ".join(f"{use} {', '.join(runs)}" for use, runs in _used(prepared)))
     print(f"compute: {first.compute.source}")
     print(f"slowest of the ranks: {first.compute.spread}")
+    print(f"intervals: {interval_line(first, prepared.spread)}")
     for measured in first.overheads.values():
         print(f"{measured.strategy}'s own work: {measured.seconds * 1e3:.4g} ms a step "
               f"({measured.source})")
@@ -84,16 +88,20 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
     if first.fusion:
         print(f"gradients: Horovod fusion, {first.fusion[0] / 2**20:g} MB every "
               f"{first.fusion[1] * 1e3:g} ms")
-    records, harness = [], harness_info()
+    records, harness, ranked = [], harness_info(), {}
     for strategy, ctx in prepared.contexts.items():
-        points = predict(ctx, strategy, sorted(set(args.ranks)))
+        points = ranked[strategy] = predict(ctx, strategy, sorted(set(args.ranks)))
         options = ", ".join(f"{k}={v}" for k, v in sorted(ctx.options.items()))
         print(f"\n{strategy}" + (f" ({options})" if options else ""))
-        print(render_table(("ranks", "step ms", "samples/s", "efficiency", "comm share",
-                            "rank wait ms", "dominant", "note"), [_row(p) for p in points]))
+        print(render_table(("ranks", "step ms", "90% step ms", "samples/s", "efficiency",
+                            "comm share", "rank wait ms", "dominant", "note"),
+                           [_row(p) for p in points]))
         if any(p.comm_overtakes_compute for p in points):
             print("* communication takes longer than compute (comm time > compute time)")
         records += [prediction_record(ctx, p, prepared.provenance, harness) for p in points]
+    if len(ranked) > 1:
+        print("\nranked by throughput (samples/s):\n" + "\n".join(
+            ranking.line() for ranking in rankings(ranked)))
     print()
     for line in prepared.provenance.assumptions:
         print(f"assumption: {line}")
@@ -111,12 +119,15 @@ def _used(prepared: Any) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _row(point: Any) -> list[str]:
+    from harness.predict.uncertain import interval_text
+
     estimate = point.estimate
     if estimate is None:
-        return [str(point.nodes), "-", "-", "-", "-", "-", "-", point.reason]
+        return [str(point.nodes), "-", "-", "-", "-", "-", "-", "-", point.reason]
     share = estimate.exposed_comm / estimate.step_time if estimate.step_time else 0.0
     mark = "*" if point.comm_overtakes_compute else ""
-    return [str(point.nodes), f"{estimate.step_time * 1e3:.4g}", f"{estimate.throughput:.4g}",
+    return [str(point.nodes), f"{estimate.step_time * 1e3:.4g}",
+            interval_text(point.interval, estimate.step_time), f"{estimate.throughput:.4g}",
             f"{point.efficiency:.3f}" if point.efficiency is not None else "-",
             f"{share:.1%}{mark}", f"{point.wait * 1e3:.3g}", estimate.dominant,
             "; ".join(estimate.notes) or "-"]
@@ -145,6 +156,7 @@ def _command_line(args: argparse.Namespace) -> str:
             ("--compute-from", args.compute_from, None),
             ("--compute-rate", args.compute_rate, None),
             ("--compute-curve", args.compute_curve, None), ("--step-cv", args.step_cv, 0.0),
+            ("--run-spread", args.run_spread, None),
             ("--step-overhead", args.step_overhead, 0.0), ("--fusion", args.fusion, None),
             ("--machine", getattr(args, "machine", None), None)):
         if value is not None and value != default:

@@ -10,11 +10,13 @@ from harness.core.spec import RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
 from harness.predict.overhead import StrategyOverhead
+from harness.predict.uncertain import Uncertain
+from harness.strategies import STRATEGIES
 from harness.strategies.options import Option
+from harness.strategies.volumes import PARAM_BYTES, activation_bytes
 from workloads.layers import LayerFacts, layer_table
 
-PARAM_BYTES = 4  # fp32 master weights (autocast keeps them, and DDP's gradients, in fp32)
-ACTIVATION_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+__all__ = ["PARAM_BYTES", "Context", "NotModelled", "StepEstimate", "WorkloadFacts"]
 
 
 class NotModelled(ValueError):
@@ -68,7 +70,11 @@ class Context:
     overheads are the strategies' measured per-step work (harness.predict.overhead); fusion
     replaces DDP's buckets by Horovod's tensor fusion (dataparallel.fused); strategy is the
     registered name being priced (model.predict sets it), so a step model reads its class's
-    traits and its own measured work through it rather than naming a strategy itself.
+    traits and its own measured work through it rather than naming a strategy itself; comm
+    the backend whose algorithms the bytes follow (gloo's reduce-scatter is an allreduce:
+    harness.core.traffic.wire_bytes), "" for the ring volumes of an assumed network;
+    uncertain the inputs' uncertainties its predictions' intervals are drawn from
+    (harness.predict.interval).
     """
 
     facts: WorkloadFacts
@@ -82,11 +88,14 @@ class Context:
     overheads: dict[str, StrategyOverhead] = field(default_factory=dict)
     fusion: tuple[float, float] | None = None  # Horovod fusion: (threshold bytes, cycle s)
     strategy: str = ""
+    comm: str = ""
+    uncertain: tuple[Uncertain, ...] = ()
 
     @property
     def element_bytes(self) -> int:
-        """Bytes per activation element: autocast computes in bf16/fp16."""
-        return ACTIVATION_BYTES.get(self.precision, 4)
+        """Bytes per activation element on the wire (volumes.activation_bytes: the one rule
+        the strategies' traffic follows too)."""
+        return activation_bytes(self.precision)
 
     def rank_batch(self, workers: int) -> float:
         """Samples one of `workers` data-parallel ranks computes per step."""
@@ -108,13 +117,22 @@ class Context:
         default of the strategy that owns it."""
         return self.options.get(option.name, option.default)
 
-    def run_at(self, nodes: int) -> RunSpec:
-        """The run this context describes at `nodes` ranks: the strategy class's traits
-        (servers, workers, pushers) are read through it rather than known here twice."""
-        batch = self.batch if self.scaling == "weak" else max(1, self.batch // nodes)
+    def run_at(self, nodes: int, batch: float | None = None) -> RunSpec:
+        """The run this context describes at `nodes` ranks (`batch` samples a rank, else the
+        context's): the strategy class's traits (servers, workers, pushers) and its bytes are
+        read through it rather than known here twice."""
+        if batch is None:
+            batch = self.batch if self.scaling == "weak" else max(1, self.batch // nodes)
         return RunSpec(self.facts.workload, self.facts.size, precision=self.precision,
-                       nproc_per_node=nodes, batch_per_rank=int(batch), strategy=self.strategy,
+                       comm=self.comm or "none", nproc_per_node=nodes,
+                       batch_per_rank=int(round(batch)), strategy=self.strategy,
                        strategy_options=tuple(sorted(self.options.items())))
+
+    def traffic(self, nodes: int, batch: float | None = None) -> dict[str, float]:
+        """The bytes a rank sends per step at `nodes` ranks, by kind: the strategy class's
+        own traffic() of run_at(nodes, batch), over this model's layer table."""
+        return STRATEGIES.get(self.strategy).traffic(self.run_at(nodes, batch),
+                                                     self.facts.param_bytes, self.facts.layers)
 
     def with_overhead(self, estimate: StepEstimate, missing: str = "") -> StepEstimate:
         """The estimate plus the strategy's measured per-step work, said in its notes (or the

@@ -2,16 +2,15 @@
 
 A measured single-rank step of T seconds is split into forward and backward by the workload's
 FLOP shares (T_f = T·forward FLOPs/all FLOPs, T_b = T - T_f). Synchronous strategies take T as
-the slowest of their ranks (ComputeCalibration.step). Byte volumes come from
-harness.strategies.volumes; times from the network's α-β costs.
+the slowest of their ranks (ComputeCalibration.step). The bytes a rank sends are its strategy
+class's traffic() (Context.traffic); times come from the network's α-β costs.
 """
 from __future__ import annotations
 
 import math
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
-from harness.strategies import volumes
-from harness.strategies.ddp import BUCKET_MB, COMPRESSION, COMPRESSION_RATIO
+from harness.strategies.ddp import BUCKET_MB, COMPRESSION, compression_ratio
 from harness.strategies.fsdp import RESHARD
 from harness.strategies.options import OVERLAP
 
@@ -21,11 +20,14 @@ UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hoo
 
 
 def gradient_scale(ctx: Context) -> float:
-    """Bytes on the wire per fp32 gradient byte under the run's compression hook."""
+    """Bytes on the wire per fp32 gradient byte under the run's compression hook (ddp's
+    compression_ratio)."""
     name = str(ctx.shared_option(COMPRESSION))
-    if name not in COMPRESSION_RATIO:
-        raise NotModelled(f"compression {name!r} is not modelled (only fp16, bf16, none)")
-    return COMPRESSION_RATIO[name]
+    try:
+        return compression_ratio(name)
+    except NotImplementedError:
+        raise NotModelled(f"compression {name!r} is not modelled (only fp16, bf16, none)") \
+            from None
 
 
 def buckets(ctx: Context, scale: float = 1.0) -> list[tuple[float, float]]:
@@ -120,7 +122,7 @@ def ddp(ctx: Context, nodes: int) -> StepEstimate:
     total, forward, backward = _phases(ctx, samples, nodes)
     end, busy = overlapped_allreduce(ctx, nodes, backward, scale)
     return StepEstimate(forward + end, samples * nodes, total, {"allreduce (gradient)": busy},
-                        volumes.ddp(ctx.facts.param_bytes * scale, nodes))
+                        ctx.traffic(nodes))
 
 
 def zero1(ctx: Context, nodes: int) -> StepEstimate:
@@ -132,8 +134,7 @@ def zero1(ctx: Context, nodes: int) -> StepEstimate:
     comm = {**step.comm, "broadcast (parameter)": shards}
     return ctx.with_overhead(StepEstimate(
         step.step_time + shards, step.samples_per_step, step.compute_time, comm,
-        volumes.zero1(ctx.facts.param_bytes, nodes, gradient_ratio=gradient_scale(ctx)),
-        ("the optimizer's own time is not divided by n",)))
+        ctx.traffic(nodes), ("the optimizer's own time is not divided by n",)))
 
 
 def _units(ctx: Context) -> list[float]:
@@ -166,17 +167,6 @@ def fsdp_exchange(ctx: Context, forward: float, backward: float, units: list[flo
         "reducescatter (gradient)": sum(scatter)}
 
 
-def root_bytes(ctx: Context) -> float:
-    """Bytes of FSDP2's root unit (a tied weight's), gathered once a step; 0 for a model
-    read for its facts only (a torchvision model)."""
-    from harness.strategies.fsdp import root_parameters
-    from workloads import WORKLOADS
-
-    workload = ctx.facts.workload
-    return PARAM_BYTES * root_parameters(workload, ctx.facts.size) \
-        if workload in WORKLOADS else 0.0
-
-
 def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     """FSDP2 with one unit per block. forward = AG(first unit) + max(T_f, AG(other units));
     backward = [AG(last unit)] + max(T_b, [AG(other units)] + RS(all but the first unit))
@@ -188,13 +178,10 @@ def fsdp(ctx: Context, nodes: int) -> StepEstimate:
     run it is not priced, and a note says so."""
     samples = ctx.rank_batch(nodes)
     total, forward, backward = _phases(ctx, samples, nodes)
-    reshard = bool(ctx.option("reshard_after_forward"))
     step_forward, step_backward, comm = fsdp_exchange(ctx, forward, backward, _units(ctx),
                                                       nodes)
     return ctx.with_overhead(StepEstimate(
-        step_forward + step_backward, samples * nodes, total, comm,
-        volumes.fsdp(ctx.facts.param_bytes, nodes, reshard_after_forward=reshard,
-                     root_bytes=root_bytes(ctx))),
+        step_forward + step_backward, samples * nodes, total, comm, ctx.traffic(nodes)),
         missing=UNPRICED_FSDP)
 
 
@@ -211,8 +198,7 @@ def localsgd(ctx: Context, nodes: int) -> StepEstimate:
     average = ctx.network.time("allreduce", ctx.facts.param_bytes, nodes) / period
     comm = {"allreduce (parameter)": average, "allreduce (gradient)": busy}
     return StepEstimate(forward + end + average, samples * nodes, total, comm,
-                        volumes.localsgd(ctx.facts.param_bytes, nodes, period=period,
-                                         subgroup=subgroup),
+                        ctx.traffic(nodes),
                         ("ranks meet only every H steps: per-step jitter is not added",))
 
 
@@ -224,7 +210,7 @@ def gossip(ctx: Context, nodes: int) -> StepEstimate:
     total = ctx.compute_time(samples, min(nodes, peers + 1))
     send = peers * ctx.network.time("p2p", ctx.facts.param_bytes, 2)
     return StepEstimate(total + send, samples * nodes, total, {"p2p (parameter)": send},
-                        volumes.gossip(ctx.facts.param_bytes, nodes, neighbours=peers))
+                        ctx.traffic(nodes))
 
 
 def hogwild(ctx: Context, nodes: int) -> StepEstimate:
@@ -232,6 +218,6 @@ def hogwild(ctx: Context, nodes: int) -> StepEstimate:
     pace, nothing on the network."""
     samples = ctx.rank_batch(nodes)
     total = ctx.compute_time(samples)
-    return StepEstimate(total, samples * nodes, total, {}, volumes.hogwild(0, nodes),
+    return StepEstimate(total, samples * nodes, total, {}, ctx.traffic(nodes),
                         ("one node: contention for memory bandwidth and the shared model's "
                          "cache lines is not modelled",))

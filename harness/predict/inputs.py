@@ -12,6 +12,7 @@ from harness.core.errors import UsageError
 from harness.core.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.predict.calibration import (
     ComputeCalibration,
+    Fit,
     comm_fits,
     compute_from_curve,
     compute_from_rate,
@@ -22,6 +23,7 @@ from harness.predict.calibration import (
 )
 from harness.predict.context import Context, workload_facts
 from harness.predict.costs import ALGORITHMS
+from harness.predict.interval import calibration_inputs
 from harness.predict.machine import Chosen, choose_machine
 from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
@@ -59,6 +61,7 @@ class Request:
     step_overhead: float = 0.0
     fusion: str | None = None
     machine: str | None = None  # whose records calibrate (default: this machine's hardware)
+    run_spread: float | None = None  # a stated between-run spread (default: from the records)
 
 
 @dataclass
@@ -69,6 +72,7 @@ class Prepared:
     provenance: Provenance
     warnings: list[str] = field(default_factory=list)
     chosen: Chosen = field(default_factory=lambda: Chosen([]))
+    spread: str = ""  # where the between-run spread of the intervals came from
 
 
 def load_calibration(paths: tuple[str, ...], warnings: list[str]) -> list[dict[str, Any]]:
@@ -148,7 +152,7 @@ def _measured_compute(request: Request, records: list[dict[str, Any]], flops: in
     return found, source
 
 
-def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, list[str]]:
+def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, list[Fit]]:
     if request.topology is not None:
         if request.network is not None:
             raise UsageError("give --topology or --network, not both (a topology names its "
@@ -160,8 +164,7 @@ def _network(request: Request, records: list[dict[str, Any]]) -> tuple[Network, 
                          f"flat network takes {', '.join(ALGORITHMS)}")
     if request.network is not None:
         return parse_network(request.network, algorithm), []
-    network, used = network_from_fits(comm_fits(records), request.comm, algorithm)
-    return network, sorted({run for fit in used for run in fit.run_ids})
+    return network_from_fits(comm_fits(records), request.comm, algorithm)
 
 
 def _elsewhere(why: str, request: Request, loaded: list[dict[str, Any]], chosen: Chosen) -> str:
@@ -192,9 +195,10 @@ def prepare(request: Request) -> Prepared:
     records = chosen.records
     compute, source = _compute(request, records, facts.flops_per_sample)
     try:
-        network, comm_runs = _network(request, records)
+        network, fits = _network(request, records)
     except UsageError as why:
         raise UsageError(_elsewhere(str(why), request, loaded, chosen)) from None
+    comm_runs = sorted({run for fit in fits for run in fit.run_ids})
     batch = request.batch_size or compute.batch or 0
     if batch < 1 and is_external(request.workload):
         raise UsageError(f"{request.workload}: give --batch-size (per device)")
@@ -223,10 +227,14 @@ def prepare(request: Request) -> Prepared:
         assumptions=tuple(assumptions),
         overhead_runs=tuple(run for found in overheads.values() for run in found.run_ids))
     fusion = parse_fusion(request.fusion) if request.fusion else None
+    uncertain, spread = calibration_inputs(records, compute, fits, overheads,
+                                           run_spread=request.run_spread,
+                                           cv_stated=request.step_cv > 0)
     contexts = {s: Context(facts, compute, network, batch, request.scaling, request.precision,
-                           options[s], overheads=overheads, fusion=fusion)
+                           options[s], overheads=overheads, fusion=fusion,
+                           comm="" if network.assumed else request.comm, uncertain=uncertain)
                 for s in request.strategies}
-    return Prepared(contexts, provenance, warnings, chosen)
+    return Prepared(contexts, provenance, warnings, chosen, spread)
 
 
 def paths_exist(paths: tuple[str, ...]) -> tuple[str, ...]:

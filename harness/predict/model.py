@@ -11,6 +11,8 @@ from typing import Any
 
 from harness.core.errors import UnknownNameError, UsageError
 from harness.predict.context import Context, NotModelled, StepEstimate
+from harness.predict.interval import step_draws
+from harness.predict.uncertain import bounds
 from harness.strategies import STRATEGIES, Strategy
 
 Model = Callable[[Context, int], StepEstimate]
@@ -89,6 +91,10 @@ class Point:
     baseline_rate: float = 0.0
     # seconds the step waits for the slowest of its synchronous ranks (0 without a spread)
     wait: float = 0.0
+    # the step time at each draw of the inputs' uncertainty (harness.predict.uncertain), and
+    # their central 90%: None where no input's uncertainty is known
+    draws: tuple[float, ...] = ()
+    interval: tuple[float, float] | None = None
 
     @property
     def efficiency(self) -> float | None:
@@ -112,14 +118,16 @@ def predict(ctx: Context, strategy: str, nodes: list[int]) -> list[Point]:
     points = []
     for count in nodes:
         if count < 1:
-            raise UsageError(f"--nodes: {count} is not a positive node count")
+            raise UsageError(f"--ranks: {count} is not a positive rank count")
         try:
             estimate = model(ctx, count)
         except NotModelled as why:
             points.append(Point(strategy, count, None, str(why), baseline))
             continue
         wait = estimate.step_time - model(level, count).step_time if level else 0.0
+        draws = step_draws(model, ctx, count)
         points.append(Point(strategy, count, estimate, baseline_rate=baseline,
-                            wait=max(0.0, wait)))
+                            wait=max(0.0, wait), draws=draws,
+                            interval=bounds(draws) if draws else None))
     return points
 

@@ -2,13 +2,15 @@
 
 Activation sizes come from the workload's layer table (workloads.layers): the output of the
 last layer before each pipeline cut, the shapes of the fully connected layers that tensor
-parallelism splits. Activation bytes per element follow the precision (autocast: 2).
+parallelism splits (the strategies' own tp_plan). Activation bytes per element follow the
+precision (volumes.activation_bytes); the bytes a rank sends are its class's traffic().
 """
 from __future__ import annotations
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
-from harness.strategies import volumes
 from harness.strategies.pipecut import SCHEDULES, chunks_per_rank
+from harness.strategies.tensor import tp_plan
+from harness.strategies.volumes import TPLayer, tp_layer_collectives
 from workloads.layers import balance_stages, block_table
 
 SPLIT_KINDS = ("CausalAttention",)  # layers without weights whose work splits by heads
@@ -51,32 +53,22 @@ def pipeline(ctx: Context, nodes: int) -> StepEstimate:
     busiest = max(sum(shares[k] for k in range(rank, len(shares), nodes)) for rank in
                   range(nodes))
     return StepEstimate(step, batch, whole * busiest, {"p2p (activation)": slots * 2 * transfer},
-                        volumes.pipeline(ctx.facts.param_bytes, nodes, cut_bytes=cuts,
-                                         batch=batch, chunks=chunks, microbatches=micro),
-                        bubble=(nodes - 1) / slots)
+                        ctx.traffic(nodes, batch), bubble=(nodes - 1) / slots)
 
 
-def _split_layers(ctx: Context, batch_sharded_input: bool) -> list[volumes.TPLayer]:
-    """The layers a run splits (tensor.tp_plan: a dtbench workload's plan, its vocabulary
-    embedding included); for a model read for its facts only, its chain of FC layers."""
-    from workloads import WORKLOADS
-
-    linear = ctx.facts.linear_layers
-    if not linear:
+def _split_layers(ctx: Context, batch_sharded_input: bool) -> list[TPLayer]:
+    """The layers a run splits (tensor.tp_plan over the model's layer table: a dtbench
+    workload's plan, its vocabulary embedding included; a model read for its facts only,
+    its chain of FC layers)."""
+    if not ctx.facts.linear_layers:
         raise NotModelled(f"{ctx.facts.workload} has no fully connected layer to split")
-    if ctx.facts.workload in WORKLOADS:
-        from harness.strategies.tensor import tp_plan
-
-        return tp_plan(ctx.facts.workload, ctx.facts.size, batch_sharded_input)[1]
-    return volumes.plan_tp_layers([(layer.in_features or 0, layer.out_features or 0,
-                                    layer.positions) for layer in linear],
-                                  batch_sharded_input=batch_sharded_input)
+    return tp_plan(ctx.facts.workload, ctx.facts.size, batch_sharded_input, ctx.facts.layers)[1]
 
 
-def _tp_comm(ctx: Context, layers: list[volumes.TPLayer], batch: float, tp: int) -> float:
+def _tp_comm(ctx: Context, layers: list[TPLayer], batch: float, tp: int) -> float:
     return sum(ctx.network.time(op, payload, tp) for layer in layers
-               for op, payload in volumes.tp_layer_collectives(layer, int(round(batch)),
-                                                               ctx.element_bytes))
+               for op, payload in tp_layer_collectives(layer, int(round(batch)),
+                                                       ctx.element_bytes))
 
 
 def _fc_share(ctx: Context) -> float:
@@ -99,8 +91,7 @@ def tensor(ctx: Context, nodes: int) -> StepEstimate:
     comm = _tp_comm(ctx, layers, ctx.batch, nodes)
     return ctx.with_overhead(StepEstimate(
         compute + comm, ctx.batch, compute, {"tensor-parallel (activation)": comm},
-        volumes.tensor(ctx.facts.param_bytes, nodes, layers=layers, batch=ctx.batch,
-                       element_bytes=ctx.element_bytes)))
+        ctx.traffic(nodes, ctx.batch)))
 
 
 def dp_tp(ctx: Context, nodes: int) -> StepEstimate:
@@ -120,9 +111,7 @@ def dp_tp(ctx: Context, nodes: int) -> StepEstimate:
             + ctx.network.time("allreduce", split / tp, nodes // tp),
             "tensor-parallel (activation)": _tp_comm(ctx, layers, tp * samples, tp)}
     return StepEstimate(compute + sum(comm.values()), samples * nodes, compute, comm,
-                        volumes.dp_tp(ctx.facts.param_bytes, nodes, tp=tp, layers=layers,
-                                      batch_per_rank=int(round(samples)),
-                                      element_bytes=ctx.element_bytes))
+                        ctx.traffic(nodes, samples))
 
 
 def fsdp_tp(ctx: Context, nodes: int) -> StepEstimate:
@@ -132,8 +121,7 @@ def fsdp_tp(ctx: Context, nodes: int) -> StepEstimate:
     bytes a rank holds (its shards of the split layers, the rest whole), overlapped as
     fsdp's (dataparallel.fsdp_exchange)."""
     from harness.predict.dataparallel import _units, fsdp_exchange
-    from harness.strategies.fsdp_tp import local_parameters
-    from workloads import WORKLOADS
+    from harness.strategies.fsdp_tp import held_parameters
 
     tp = int(ctx.option("tp"))
     if tp < 1 or nodes % tp:
@@ -144,24 +132,14 @@ def fsdp_tp(ctx: Context, nodes: int) -> StepEstimate:
     whole = ctx.compute_time(samples, nodes)
     share = _fc_share(ctx)
     compute = whole * (1 - share) + whole * share / tp
-    if ctx.facts.workload in WORKLOADS:
-        local, root = (PARAM_BYTES * n for n in local_parameters(ctx.facts.workload,
-                                                                   ctx.facts.size, tp))
-    else:
-        split = sum(layer.parameters for layer in layers) * PARAM_BYTES
-        local, root = ctx.facts.param_bytes - split * (1 - 1 / tp), 0.0
+    local = PARAM_BYTES * held_parameters(ctx.facts.workload, ctx.facts.size, tp,
+                                          ctx.facts.layers)[0]
     forward = compute * ctx.facts.forward_fraction
     scale = local / ctx.facts.param_bytes if ctx.facts.param_bytes else 0.0
     step_forward, step_backward, comm = fsdp_exchange(
         ctx, forward, compute - forward, [size * scale for size in _units(ctx)], dp)
     comm["tensor-parallel (activation)"] = _tp_comm(ctx, layers, samples, tp)
     return StepEstimate(step_forward + step_backward + comm["tensor-parallel (activation)"],
-                        samples * dp, compute, comm,
-                        volumes.fsdp_tp(ctx.facts.param_bytes, nodes, tp=tp, layers=layers,
-                                        batch_per_rank=int(round(samples)), local_bytes=local,
-                                        root_bytes=root,
-                                        reshard_after_forward=bool(
-                                            ctx.option("reshard_after_forward")),
-                                        element_bytes=ctx.element_bytes),
+                        samples * dp, compute, comm, ctx.traffic(nodes, samples),
                         ("FSDP2's per-unit work is not priced: fsdp-tp has no single-rank "
                          "run to measure it",))

@@ -8,7 +8,8 @@ A cluster of several devices per node is a Topology (topology.py), priced the sa
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from harness.core.errors import UsageError
 from harness.predict.costs import ALGORITHMS, Link, cost
@@ -56,6 +57,20 @@ class Network:
     def description(self) -> str:
         """The label, marked as an assumption when it is not calibrated here."""
         return f"{self.label} (assumed)" if self.assumed else self.label
+
+    def scaled(self, factors: Mapping[str, tuple[float, float]]) -> Network:
+        """This network with each link named in `factors` (an OpLink's source: the fit or
+        preset behind it) scaled by (α factor, β factor): one draw of their uncertainty."""
+        if not factors:
+            return self
+        return replace(self, links=tuple(
+            replace(entry, link=scaled_link(entry.link, factors[entry.source]))
+            if entry.source in factors else entry for entry in self.links))
+
+
+def scaled_link(link: Link, factors: tuple[float, float] | None) -> Link:
+    """α and β times their factors (the link itself without any)."""
+    return link if factors is None else Link(link.alpha * factors[0], link.beta * factors[1])
 
 
 def uniform(label: str, link: Link, algorithm: str = "ring") -> Network:

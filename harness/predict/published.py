@@ -12,6 +12,12 @@ Metrics: a scaling `efficiency` or `speedup` against the baseline's device count
 `time_to_train_min` (the source's epochs over its training set at the predicted throughput,
 minutes), and sustained `pflops` (the predicted throughput times the model's FLOPs per
 sample). Perfect scaling predicts the devices' count times one device's rate.
+
+Intervals: a row's assumed inputs may carry a stated range (the table's `ranges`, each with
+its source and why): a row names the ranges of its compute input, and a range of a link's
+bandwidth or latency applies wherever a row's topology uses that link. The row's metric is
+priced at every Monte Carlo draw of them (harness/predict/uncertain.py); an input without a
+stated range is taken as exact, and the row says which have none.
 """
 from __future__ import annotations
 
@@ -21,17 +27,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import EXIT_OK, UsageError
+from harness.core.errors import UsageError
+from harness.predict.uncertain import Uncertain, bounds, factor_draws, inside
 
 TABLE = Path(__file__).with_name("published.json")
 ROW_KEYS = frozenset({"id", "source", "where", "metric", "published", "devices",
                       "baseline_devices", "model", "batch", "strategy", "options", "topology",
                       "fusion", "compute", "inputs", "verified", "epochs", "train_samples",
-                      "node", "interconnect"})
+                      "node", "interconnect", "ranges", "lacks"})
 # a device's published rate: samples/s at batches (curve), or FLOP/s (flops), the latter
 # turned into samples/s with the model's FLOPs per sample
 COMPUTE_KEYS = frozenset({"curve", "flops", "like", "source", "where"})
 METRICS = ("efficiency", "speedup", "time_to_train_min", "pflops")
+# What a stated range moves: one device's rate, or a link preset's bandwidth or latency.
+RANGE_INPUTS = ("compute", "bandwidth", "latency")
+RANGE_KEYS = frozenset({"input", "low", "high", "links", "source", "where", "why"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,16 @@ class PublishedRow:
     predicted: float
     notes: tuple[str, ...] = ()
     single_rate: float = 0.0  # one device's samples/s as the row's compute gives it
+    interval: tuple[float, float] | None = None  # 90%, from the stated ranges of its inputs
+    draws: tuple[float, ...] = ()  # the metric at each draw of them
+    point: Any = None  # the model's Point at the row's devices (its decomposition)
+    inputs: tuple[Uncertain, ...] = ()
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether the published value fell inside the interval (without a stated range, the
+        interval is the prediction itself)."""
+        return inside(self.interval or (self.predicted, self.predicted), self.published)
 
     @property
     def published(self) -> float:
@@ -77,11 +97,66 @@ def load_table(path: Path | None = None) -> dict[str, Any]:
     rows = document.get("rows") if isinstance(document, dict) else None
     if not isinstance(rows, list) or not rows:
         raise UsageError(f"{target}: expected an object with a list of rows")
+    sources, ranges = document.get("sources") or {}, document.get("ranges") or {}
+    for name, stated in ranges.items():
+        problems = range_problems(stated, sources)
+        if problems:
+            raise UsageError(f"{target}: range {name}: {problems[0]}")
     for row in rows:
-        problems = row_problems(row, document.get("sources") or {})
+        problems = row_problems(row, sources)
+        problems += [f"range {name!r} is not in the table's ranges"
+                     for name in row.get("ranges") or () if name not in ranges]
         if problems:
             raise UsageError(f"{target}: row {row.get('id', '?')}: {problems[0]}")
     return document
+
+
+def range_problems(stated: Any, sources: dict[str, Any]) -> list[str]:
+    """What makes a stated range unusable: unknown keys or input, bounds that do not hold
+    the input's value (low <= 1 <= high, factors of it), no source, a link range without
+    links."""
+    if not isinstance(stated, dict):
+        return ["not an object"]
+    found = [f"key {key!r} is not part of a range" for key in sorted(set(stated) - RANGE_KEYS)]
+    if stated.get("input") not in RANGE_INPUTS:
+        found.append(f"input {stated.get('input')!r}: choose from {', '.join(RANGE_INPUTS)}")
+    low, high = stated.get("low"), stated.get("high")
+    if not (isinstance(low, int | float) and isinstance(high, int | float)
+            and 0 < low <= 1 <= high and low < high):
+        found.append("low and high must be factors of the input with 0 < low <= 1 <= high")
+    if stated.get("source") not in sources:
+        found.append(f"source {stated.get('source')!r} is not in the sources")
+    if stated.get("input") != "compute" and not stated.get("links"):
+        found.append("a link's range names the link presets it applies to (links)")
+    return found
+
+
+def row_inputs(row: dict[str, Any], ranges: dict[str, Any]) -> tuple[Uncertain, ...]:
+    """The row's inputs with a stated range, as the draws read them: its compute ranges (a
+    rate times x is a step time over x), and each range of a link preset its topology uses
+    (bandwidth x is β over x; latency x is α times x), intra and inter apart."""
+    from harness.predict.links import find_link
+    from harness.predict.topology import _fields
+
+    found = []
+    for name in row.get("ranges") or ():
+        stated = ranges[name]
+        found.append(Uncertain(name, "compute", low=1 / stated["high"], high=1 / stated["low"],
+                               source=stated["source"]))
+    fields = _fields(str(row["topology"]))
+    used = {role: preset.name for role in ("intra", "inter")
+            if (preset := find_link(str(fields.get(role, "pcie3")))) is not None}
+    for name, stated in sorted(ranges.items()):
+        if stated["input"] == "compute":
+            continue
+        for role, preset in used.items():
+            if preset in stated["links"]:
+                low, high = (1 / stated["high"], 1 / stated["low"]) \
+                    if stated["input"] == "bandwidth" else (stated["low"], stated["high"])
+                parameter = "beta" if stated["input"] == "bandwidth" else "alpha"
+                found.append(Uncertain(f"{name} ({role})", f"link:{role}:{parameter}",
+                                       low=low, high=high, source=stated["source"]))
+    return tuple(found)
 
 
 def row_problems(row: Any, sources: dict[str, Any]) -> list[str]:
@@ -143,10 +218,11 @@ def _curve(compute: dict[str, Any], model: str, batch: int) -> str:
     return ",".join(f"{batch}:{rate * ratio:.6g}" for batch, rate in curve_points(curve))
 
 
-def predict_row(row: dict[str, Any]) -> PublishedRow:
-    """The row's metric as the model predicts it."""
+def predict_row(row: dict[str, Any], inputs: tuple[Uncertain, ...] = ()) -> PublishedRow:
+    """The row's metric as the model predicts it, and its interval over the draws of the
+    row's ranged inputs (none without any)."""
     from harness.predict.inputs import Request, prepare
-    from harness.predict.model import predict
+    from harness.predict.interval import perturbed
 
     model, strategy = str(row["model"]), str(row["strategy"])
     options = tuple(f"{k}={v}" for k, v in sorted((row.get("options") or {}).items()))
@@ -156,6 +232,19 @@ def predict_row(row: dict[str, Any]) -> PublishedRow:
                       compute_curve=_curve(row["compute"], model, int(row["batch"])),
                       fusion=row.get("fusion"), calibrate_from=())
     contexts = prepare(request).contexts
+    value, point = _value(row, contexts)
+    draws = tuple(_value(row, {name: perturbed(ctx, factors) for name, ctx in
+                               contexts.items()})[0] for factors in factor_draws(inputs))
+    return PublishedRow(row, value, point.estimate.notes,
+                        contexts["ddp"].compute.rate(int(row["batch"])),
+                        bounds(draws) if draws else None, draws, point, inputs)
+
+
+def _value(row: dict[str, Any], contexts: dict[str, Any]) -> tuple[float, Any]:
+    """The row's metric from its contexts, and the model's Point at its devices."""
+    from harness.predict.model import predict
+
+    strategy = str(row["strategy"])
     base, devices = int(row.get("baseline_devices", 1)), int(row["devices"])
     # Server ranks come on top of the devices that train; one device trains alone (ddp's
     # model at one rank is the compute alone).
@@ -169,13 +258,10 @@ def predict_row(row: dict[str, Any]) -> PublishedRow:
     if baseline.estimate is None or point.estimate is None:
         raise UsageError(f"row {row['id']}: the model has no estimate "
                          f"({point.reason or baseline.reason})")
-    single = contexts["ddp"].compute.rate(int(row["batch"]))
     if row["metric"] in ("time_to_train_min", "pflops"):
-        value = metric_value(row, point.estimate.throughput)
-    else:
-        ratio = point.estimate.throughput / baseline.estimate.throughput
-        value = ratio * base / devices if row["metric"] == "efficiency" else ratio
-    return PublishedRow(row, value, point.estimate.notes, single)
+        return metric_value(row, point.estimate.throughput), point
+    ratio = point.estimate.throughput / baseline.estimate.throughput
+    return (ratio * base / devices if row["metric"] == "efficiency" else ratio), point
 
 
 def summary(rows: list[PublishedRow]) -> dict[str, float]:
@@ -184,26 +270,3 @@ def summary(rows: list[PublishedRow]) -> dict[str, float]:
     return {"rows": len(rows), "median_abs_error": statistics.median(errors),
             "worst_abs_error": max(errors), "mean_abs_error": statistics.fmean(errors),
             "perfect_mean_abs_error": statistics.fmean(perfect)}
-
-
-def published_command(path: str | None) -> int:
-    """Print every row predicted against published, and the summary against the goal."""
-    from harness.core.text import render_table
-
-    document = load_table(Path(path) if path else None)
-    rows = [predict_row(row) for row in document["rows"]]
-    print(render_table(
-        ("row", "metric", "devices", "published", "predicted", "error", "perfect scaling",
-         "its error", "source checked"),
-        [[r.row["id"], r.row["metric"], f"{r.row.get('baseline_devices', 1)}->"
-          f"{r.row['devices']}", f"{r.published:.3g}", f"{r.predicted:.3g}",
-          f"{r.error * 100:+.1f}%", f"{r.perfect:.3g}", f"{r.perfect_error * 100:+.1f}%",
-          "yes" if r.row.get("verified") else "no"] for r in rows]))
-    found = summary(rows)
-    print(f"\n{found['rows']} rows: median |error| {found['median_abs_error']:.1%}, worst "
-          f"{found['worst_abs_error']:.1%}, mean {found['mean_abs_error']:.1%} against perfect "
-          f"scaling's mean {found['perfect_mean_abs_error']:.1%} (goal: median <= 5%, worst <= "
-          "15%, mean at most a third of perfect scaling's)")
-    print("sources: " + "; ".join(f"{key}: {value['title']} <{value['url']}>"
-                                  for key, value in document["sources"].items()))
-    return EXIT_OK

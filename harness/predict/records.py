@@ -17,6 +17,7 @@ from typing import Any
 from harness.core.kinds import PREDICTION
 from harness.predict.context import Context
 from harness.predict.model import Point, strategy_class
+from harness.predict.uncertain import DRAWS, LEVEL, SEED
 from harness.records.record import Metric, build_record, measured
 
 MODEL_VERSION = 1
@@ -91,15 +92,28 @@ def prediction_spec(ctx: Context, point: Point, comm: str) -> dict[str, Any]:
     }
 
 
+def _interval(ctx: Context, low: float | None, high: float | None) -> dict[str, Any] | None:
+    """A metric's 90% interval and the uncertain inputs it was drawn from (None without)."""
+    if low is None or high is None:
+        return None
+    return {"interval": {"level": LEVEL, "low": low, "high": high,
+                         "method": f"Monte Carlo, {DRAWS} draws, seed {SEED}, over the "
+                                   "inputs' uncertainty (docs/guide/prediction.md#intervals)",
+                         "inputs": [u.describe() for u in ctx.uncertain]}}
+
+
 def prediction_metrics(ctx: Context, point: Point) -> list[Metric]:
     """docs/spec/metrics.md names where they apply; all per rank and per step unless said."""
     estimate = point.estimate
     if estimate is None:
         return []
     step = estimate.step_time
+    low, high = point.interval or (None, None)
     metrics = [
-        measured("step_time", step),
-        measured("throughput", estimate.throughput),
+        measured("step_time", step, extra=_interval(ctx, low, high)),
+        measured("throughput", estimate.throughput, extra=_interval(
+            ctx, estimate.samples_per_step / high if high else None,
+            estimate.samples_per_step / low if low else None)),
         measured("scaling_efficiency", point.efficiency,
                  extra={"kind": ctx.scaling, "world_size": point.nodes,
                         "definition": "throughput_N / (N x throughput_1), throughput_1 the "

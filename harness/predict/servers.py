@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from harness.predict.context import Context, NotModelled, StepEstimate
 from harness.predict.dataparallel import overlapped_allreduce
-from harness.strategies import STRATEGIES, volumes
+from harness.strategies import STRATEGIES
 from harness.strategies.priority import PRIORITY
 from harness.strategies.ps import ParameterServerStrategy
+from harness.strategies.volumes import sandblaster_commands
 
 
 def _server_class(ctx: Context) -> type[ParameterServerStrategy]:
@@ -77,11 +78,11 @@ def ps_sync(ctx: Context, nodes: int) -> StepEstimate:
     saving = _priority_saving(ctx, one_way, total * ctx.facts.forward_fraction)
     return StepEstimate(total + 2 * one_way - saving, samples * workers, total,
                         {"push (gradient)": one_way, "fetch (parameter)": one_way},
-                        volumes.ps_sync(ctx.facts.param_bytes, nodes, servers=servers), notes)
+                        ctx.traffic(nodes), notes)
 
 
-def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
-                  vol: dict[str, float]) -> StepEstimate:
+def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int
+                  ) -> StepEstimate:
     """Workers cycle in T + (K·α + P·β)·(1/push_every + 1/fetch_every); the servers serve
     at most 1 / ((α + P/K·β)·(1/push_every + 1/fetch_every)) worker steps per second; the
     step is the mean time between one worker's steps, W / min(W / cycle, capacity)."""
@@ -100,32 +101,25 @@ def _asynchronous(ctx: Context, nodes: int, push_every: int, fetch_every: int,
     if step > cycle * (1 + 1e-9):
         comm["server queue (incast)"] = step - cycle
         notes = (f"server-bound: {servers} server(s) serve {capacity:.4g} worker steps/s",)
-    return StepEstimate(step, samples * workers, total, comm, vol, notes)
+    return StepEstimate(step, samples * workers, total, comm, ctx.traffic(nodes), notes)
 
 
 def ps_async(ctx: Context, nodes: int) -> StepEstimate:
     """Push and fetch every step, applied on arrival (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes)
-    return _asynchronous(ctx, nodes, 1, 1,
-                         volumes.ps_async(ctx.facts.param_bytes, nodes, servers=servers))
+    return _asynchronous(ctx, nodes, 1, 1)
 
 
 def downpour(ctx: Context, nodes: int) -> StepEstimate:
     """Push every n_push, fetch every n_fetch steps (see _asynchronous)."""
-    servers, _ = _layout(ctx, nodes)
     run = ctx.run_at(nodes)
     cls = _server_class(ctx)
-    push, fetch = cls.push_every(run), cls.fetch_every(run)
-    return _asynchronous(ctx, nodes, push, fetch, volumes.downpour(
-        ctx.facts.param_bytes, nodes, servers=servers, n_fetch=fetch, n_push=push))
+    return _asynchronous(ctx, nodes, cls.push_every(run), cls.fetch_every(run))
 
 
 def ssp(ctx: Context, nodes: int) -> StepEstimate:
     """As ps-async: the staleness bound s only makes fast workers wait for stragglers, which
     identical ranks do not have."""
-    servers, _ = _layout(ctx, nodes)
-    step = _asynchronous(ctx, nodes, 1, 1,
-                         volumes.ssp(ctx.facts.param_bytes, nodes, servers=servers))
+    step = _asynchronous(ctx, nodes, 1, 1)
     return StepEstimate(step.step_time, step.samples_per_step, step.compute_time, step.comm,
                         step.volumes, (*step.notes, "the staleness bound is not modelled"))
 
@@ -157,8 +151,7 @@ def hybrid(ctx: Context, nodes: int) -> StepEstimate:
     if step > cycle * (1 + 1e-9):
         comm["server queue (incast)"] = step - cycle
         notes += (f"server-bound: {servers} server(s) serve {capacity:.4g} group steps/s",)
-    return StepEstimate(step, samples * workers, total, comm, volumes.hybrid(
-        ctx.facts.param_bytes, nodes, groups=groups, servers=servers), notes)
+    return StepEstimate(step, samples * workers, total, comm, ctx.traffic(nodes), notes)
 
 
 def sandblaster(ctx: Context, nodes: int) -> StepEstimate:
@@ -184,7 +177,7 @@ def sandblaster(ctx: Context, nodes: int) -> StepEstimate:
     fetch = max(client, server)
     pushes = max(per_replica * (4 * link.alpha + servers * link.alpha + param_bytes * link.beta),
                  portions * (link.alpha + param_bytes / servers * link.beta))
-    commands, reductions = volumes.sandblaster_commands(history)
+    commands, reductions = sandblaster_commands(history)
     lbfgs = (commands + reductions) * servers * link.alpha
     compute = per_replica * portion
     step = fetch + compute + pushes + lbfgs + 2 * link.alpha
@@ -192,5 +185,4 @@ def sandblaster(ctx: Context, nodes: int) -> StepEstimate:
     return StepEstimate(step, batch, compute,
                         {"fetch (parameter)": fetch, "portions: coordinator and push": pushes,
                          "L-BFGS commands": lbfgs},
-                        volumes.sandblaster(param_bytes, nodes, servers=servers,
-                                            portions=portions, history=history), notes)
+                        ctx.traffic(nodes), notes)

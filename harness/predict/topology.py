@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
 from harness.predict.costs import Link, coefficients, cost, log2ceil
 from harness.predict.links import link_preset
-from harness.predict.network import Network, OpLink
+from harness.predict.network import Network, OpLink, scaled_link
 
 TOPOLOGY_ALGORITHMS = ("auto", "ring", "hierarchical", "tree")
 INTER_ALGORITHMS = ("ring", "halving-doubling")
@@ -87,6 +88,13 @@ class Topology(Network):
         crossing = steps * (nodes - 1) / (p - 1)  # the steps that leave a node
         return crossing * self.inter.alpha + (steps - crossing) * self.intra.alpha \
             + share * nbytes * beta
+
+    def scaled(self, factors: Mapping[str, tuple[float, float]]) -> Network:
+        """The topology with its "intra" and "inter" links scaled by (α, β) factors."""
+        if not factors:
+            return self
+        return replace(self, intra=scaled_link(self.intra, factors.get("intra")),
+                       inter=scaled_link(self.inter, factors.get("inter")))
 
     def check_ranks(self, world_size: int) -> None:
         """UsageError where `world_size` ranks do not fill whole nodes (one partial node is

@@ -9,6 +9,11 @@ defaults (the same values the run used); the link (nnodes, a rate in spec.env or
 machine.interconnect) picks the comm calibration of the same link where one exists.
 Single-rank runs are calibration, never predicted: the plain or ddp ones measure compute, a
 strategy's own (fsdp at one rank) its per-step work (harness.predict.overhead).
+
+Each prediction carries its 90% interval, drawn from the calibration's uncertainty
+(harness.predict.interval); the table says whether the measured step fell inside it, the
+summary the coverage over all rows and the median half-width, and the pairs of strategies
+measured in one cell their predicted against their measured order (harness.predict.ranking).
 """
 from __future__ import annotations
 
@@ -26,10 +31,13 @@ from harness.predict.calibration import (
     network_from_fits,
 )
 from harness.predict.context import Context, workload_facts
+from harness.predict.interval import calibration_inputs
 from harness.predict.machine import hardware_of
 from harness.predict.model import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
+from harness.predict.ranking import PairRow, agreement, pair_rows
 from harness.predict.spread import with_spread
+from harness.predict.uncertain import LEVEL, coverage, inside, interval_text
 from harness.records.record import metric
 from harness.strategies import STRATEGIES
 
@@ -48,6 +56,17 @@ class ValidationRow:
     ctx: Context | None = None
     note: str = ""
     forward_drift: float | None = None
+    spread: str = ""  # where the between-run spread of the interval came from
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The prediction's 90% interval of the step time (None without one)."""
+        return self.point.interval if self.point else None
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether the measured step fell inside the interval."""
+        return inside(self.interval, self.measured)
 
     @property
     def predicted(self) -> float | None:
@@ -198,15 +217,17 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
     if strategy in overheads:
         notes.append(f"{strategy}'s own work {overheads[strategy].seconds * 1e3:.1f} ms a step, "
                      "measured at 1 rank")
+    uncertain, spread = calibration_inputs(calibration, compute, used, overheads)
     ctx = Context(facts, compute, network, int(spec["batch_per_rank"]), "weak",
-                  str(spec.get("precision")), options, sharing, overheads)
+                  str(spec.get("precision")), options, sharing, overheads,
+                  comm=str(spec.get("comm")), uncertain=uncertain)
     point = predict(ctx, strategy, [int(spec["world_size"])])[0]
     if point.estimate is None:
         notes.append(point.reason)
     drift = forward_drift(record, calibration, compute.run_ids, sharing) \
         if STRATEGIES.get(strategy).local_forward and "scaled" not in compute.source else None
     return ValidationRow(record, strategy, link, row.measured, point, ctx, "; ".join(notes),
-                         drift)
+                         drift, spread)
 
 
 def validate(measured: list[dict[str, Any]], calibration: list[dict[str, Any]],
@@ -235,24 +256,51 @@ def table_rows(rows: list[ValidationRow]) -> list[list[str]]:
             f"{row.predicted * 1e3:.1f}" if row.predicted is not None else "-",
             f"{error * 100:+.1f}%" if error is not None else "-",
             "yes" if error is not None and abs(error) <= GOAL else "no" if error is not None
-            else "-", f"{row.forward_drift * 100:+.1f}%" if row.forward_drift is not None
+            else "-", interval_text(row.interval, row.predicted),
+            {True: "yes", False: "no", None: "-"}[row.inside],
+            f"{row.forward_drift * 100:+.1f}%" if row.forward_drift is not None
             else "-", row.note or "-", row.record["run_id"]])
     return cells
 
 
 HEADER = ("workload", "size", "strategy", "comm", "ranks", "launcher", "nodes", "link",
-          "measured ms", "predicted ms", "error", "<=15%", "forward vs 1 rank", "note", "run")
+          "measured ms", "predicted ms", "error", "<=15%", f"{LEVEL:.0%} interval ms",
+          "inside", "forward vs 1 rank", "note", "run")
 
 
 def summary(rows: list[ValidationRow]) -> str:
-    """'k of m predictions within 15%' and the worst error."""
+    """'k of m predictions within 15%' and the worst error; the coverage of the intervals,
+    where their between-run spread came from, and the rankings' agreement."""
     errors = [row.error for row in rows if row.error is not None]
     if not errors:
         return f"no run could be predicted ({len(rows)} measured multi-rank run(s))"
     within = sum(abs(e) <= GOAL for e in errors)
     worst = max(errors, key=abs)
-    return (f"{within} of {len(errors)} predictions within {GOAL:.0%} of the measured step time "
-            f"(worst {worst * 100:+.1f}%); {len(rows) - len(errors)} run(s) not predicted")
+    found = coverage((row.interval, row.predicted, row.measured) for row in rows
+                     if row.predicted is not None)
+    spreads = sorted({row.spread for row in rows if row.spread})
+    return "\n".join([
+        f"{within} of {len(errors)} predictions within {GOAL:.0%} of the measured step time "
+        f"(worst {worst * 100:+.1f}%); {len(rows) - len(errors)} run(s) not predicted",
+        found.line(), *(f"intervals: {line}" for line in spreads),
+        agreement(ranked_pairs(rows))])
+
+
+def ranked_pairs(rows: list[ValidationRow]) -> list[PairRow]:
+    """Every pair of strategies measured in one cell (the same workload, size, precision,
+    backend, comm, ranks, link, threads and batch), their measured throughput by run."""
+    cells: dict[str, dict[str, tuple[list[float], Point | None]]] = {}
+    for row in rows:
+        spec = row.record["spec"]
+        rate = _metric(row.record, "throughput")
+        if rate is None or row.point is None:
+            continue
+        cell = (f"{spec.get('workload')} {spec.get('size')} {spec.get('precision')} "
+                f"{spec.get('backend')} {spec.get('comm')}, {spec.get('world_size')} ranks, "
+                f"{row.link}, {spec.get('threads')} thread(s), batch {spec.get('batch_per_rank')}")
+        measured, _ = cells.setdefault(cell, {}).setdefault(row.strategy, ([], row.point))
+        measured.append(rate)
+    return pair_rows(cells)
 
 
 def _md_row(cells: list[str]) -> str:
@@ -271,11 +319,19 @@ def validation_markdown(rows: list[ValidationRow], command: str) -> str:
              _md_row(list(HEADER)),
              "|" + "|".join("---:" if name in numeric else "---" for name in HEADER) + "|"]
     lines += [_md_row(cells) for cells in table_rows(rows)]
+    pairs = ranked_pairs(rows)
+    if pairs:
+        from harness.predict.ranking import PAIR_HEADER, pair_cells
+
+        lines += ["", "## Strategies ranked in one cell", "",
+                  _md_row(list(PAIR_HEADER)), "|" + "|".join("---" for _ in PAIR_HEADER) + "|",
+                  *(_md_row(cells) for cells in pair_cells(pairs))]
     estimates = [(row, row.point.estimate) for row in rows
                  if row.point is not None and row.point.estimate is not None]
     # The column of the strategies' measured own work appears only where one was priced.
     own = any(estimate.overhead > 0 for _, estimate in estimates)
-    lines += ["", summary(rows) + ".", "", "## Where the predicted step goes (ms)", "",
+    lines += ["", summary(rows).replace("\n", ".\n\n") + ".", "",
+              "## Where the predicted step goes (ms)", "",
               "| run | compute | communication |" + (" strategy's own work |" if own else "")
               + " predicted | measured |", "|---|---:|---|" + ("---:|" if own else "")
               + "---:|---:|"]

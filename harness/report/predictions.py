@@ -10,7 +10,7 @@ from harness.report.units import format_number
 from harness.report.view import RecordView, clean_text, group, number
 
 COLUMNS = ("strategy", "options", "network", "scaling", "nodes", "status", "step time (ms)",
-           "samples/s", "efficiency", "comm share", "dominant collective")
+           "90% interval (ms)", "samples/s", "efficiency", "comm share", "dominant collective")
 
 
 def _options(view: RecordView) -> str:
@@ -35,6 +35,17 @@ def _dominant(view: RecordView) -> str:
     return max(busy, key=lambda k: (busy[k], k)) if busy else "-"
 
 
+def _interval(view: RecordView) -> str:
+    """The step time's 90% interval in ms ("-" where the record has none)."""
+    found = view.metrics.get("step_time")
+    interval = found.raw.get("interval") if found else None
+    low, high = (number(interval.get(k)) for k in ("low", "high")) \
+        if isinstance(interval, dict) else (None, None)
+    if low is None or high is None:
+        return "-"
+    return f"{format_number(low * 1e3)}–{format_number(high * 1e3)}"
+
+
 def overtakes(view: RecordView) -> bool:
     """Communication takes longer than compute in this predicted step."""
     comm, compute = view.value("comm_time"), view.value("compute_time")
@@ -48,15 +59,16 @@ def prediction_table(workload: str, views: list[RecordView]) -> Table:
         step, share = view.value("step_time"), view.value("comm_share")
         rows.append([view.text("strategy"), _options(view), view.text("network"),
                      view.text("scaling"), view.text("world_size"), view.status,
-                     format_number(step * 1e3) if step is not None else "-",
+                     format_number(step * 1e3) if step is not None else "-", _interval(view),
                      format_number(view.value("throughput")),
                      format_number(view.value("scaling_efficiency")),
                      (f"{share:.1%}" + ("*" if overtakes(view) else ""))
                      if share is not None else "-", _dominant(view)])
     return Table(title=f"{workload} (predicted)", columns=list(COLUMNS), rows=rows,
-                 numeric=[False] * 4 + [True, False] + [True] * 4 + [False],
-                 intro="Predicted by the calibrated model of dtbench predict, not measured. "
-                       "* communication takes longer than compute.",
+                 numeric=[False] * 4 + [True, False, True, False] + [True] * 3 + [False],
+                 intro="Predicted by the calibrated model of dtbench predict, not measured; "
+                       "the interval is the 90% one its inputs' uncertainty gives (- where none "
+                       "is known). * communication takes longer than compute.",
                  notes=_failures(views),
                  row_runs=[view.run_id for view in sorted(views, key=_order)])
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -36,6 +36,11 @@ from harness.core.registry import Registry
 from harness.core.spec import RunSpec
 from harness.strategies.clock import PhaseClock
 from harness.strategies.options import Option
+from workloads.layers import LayerFacts
+
+# The layer table a strategy's traffic reads where the model is not the spec's workload (a
+# model `dtbench predict` reads for its facts only, a test's); None: the workload's own.
+Layers = Sequence[LayerFacts] | None
 
 
 @dataclass
@@ -195,9 +200,13 @@ class Strategy(ABC):
 
     @classmethod
     @abstractmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        """Analytic bytes a rank sends per step, by kind (the per-rank mean): every strategy
-        states its own (harness/strategies/volumes.py), none inherits another's."""
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
+        """Analytic bytes a rank sends per step, by kind (the per-rank mean), under the one
+        element size and header rule of harness/strategies/volumes.py: what the byte counters
+        are checked against and what `dtbench predict` reports. Every strategy states its
+        own, none inherits another's. `layers`: the model's layer table where it is not the
+        spec's workload (a model predict reads for its facts only)."""
 
     # ---------------------------------------------------------------- rank side
     def __init__(self, spec: RunSpec, place: RankPlace, recipe: Recipe,

@@ -8,32 +8,35 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.core.spec import OPTION_FIELDS, RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,
+    Layers,
     Option,
     Strategy,
     broadcast_from_first,
 )
-from harness.strategies.compression import COMPRESSIONS, register_compression
-from harness.strategies.options import OVERLAP
+from harness.strategies.compression import register_compression
+from harness.strategies.options import OVERLAP, field_option
 from harness.strategies.steps import data_parallel_step
 
-# Bytes on the wire per fp32 gradient byte under each hook (PowerSGD depends on the shapes).
-COMPRESSION_RATIO = {"none": 1.0, "fp16": 0.5, "bf16": 0.5}
-BUCKET_MB = Option("bucket_mb", int, 25, "gradient bucket size in MiB", minimum=1,
-                   aliases=("bucket_cap_mb",))
-COMPRESSION = Option("compression", str, "none", "gradient compression hook",
-                     choices=COMPRESSIONS)
+# ddp's options are the run fields --bucket-mb and --compression (harness/core/spec.py), which
+# records kept as spec fields before strategies had options: declared there, read here.
+BUCKET_MB = field_option(OPTION_FIELDS, "ddp", "bucket_mb", aliases=("bucket_cap_mb",))
+COMPRESSION = field_option(OPTION_FIELDS, "ddp", "compression")
 
 
 def compression_ratio(compression: str) -> float:
-    """Bytes on the wire per fp32 gradient byte; PowerSGD's depends on each gradient's shape."""
-    ratio = COMPRESSION_RATIO.get(compression)
-    if ratio is None:
-        raise NotImplementedError("PowerSGD's volume depends on each gradient's shape")
-    return ratio
+    """Bytes on the wire per fp32 gradient byte: a cast hook (fp16, bf16) sends each element
+    at that precision's size (volumes.ELEMENT_BYTES); PowerSGD's depends on each gradient's
+    shape (NotImplementedError)."""
+    if compression == "none":
+        return 1.0
+    if compression not in volumes.ELEMENT_BYTES:
+        raise NotImplementedError(f"the volume of compression {compression!r} depends on each "
+                                  "gradient's shape")
+    return volumes.ELEMENT_BYTES[compression] / volumes.PARAM_BYTES
 
 
 def check_compression(spec: RunSpec, compression: str) -> None:
@@ -60,9 +63,23 @@ class DDP(Strategy):
         check_compression(spec, cls.option_value(spec, "compression"))
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         ratio = compression_ratio(cls.option_value(spec, "compression"))
         return volumes.ddp(param_bytes * ratio, spec.world_size)
+
+    def wrapped(self, model: nn.Module) -> nn.Module:
+        """The model inside DistributedDataParallel with the run's bucket size and compression
+        hook (the model itself without a process group)."""
+        if not self.spec.distributed:
+            return model
+        device = self.place.device
+        ddp = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=self.option_value(self.spec, "bucket_mb"),
+            gradient_as_bucket_view=True, init_sync=False)
+        register_compression(ddp, self.option_value(self.spec, "compression"))
+        return ddp
 
     def setup(self) -> None:
         recipe = self.recipe
@@ -73,15 +90,7 @@ class DDP(Strategy):
         if recipe.ipex is not None:
             # IPEX rewrites the model and its optimizer before DDP wraps the model.
             model, optimizer = recipe.ipex(model, optimizer)
-        if self.spec.distributed:
-            device = self.place.device
-            ddp = nn.parallel.DistributedDataParallel(
-                model, device_ids=[device.index] if device.type == "cuda" else None,
-                bucket_cap_mb=self.option_value(self.spec, "bucket_mb"),
-                gradient_as_bucket_view=True, init_sync=False)
-            register_compression(ddp, self.option_value(self.spec, "compression"))
-            model = ddp
-        self.model, self.optimizer = recipe.compiled(model), optimizer
+        self.model, self.optimizer = recipe.compiled(self.wrapped(model)), optimizer
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return data_parallel_step(self, inputs, targets)

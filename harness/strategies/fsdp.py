@@ -14,7 +14,13 @@ from torch import nn
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import (
+    STRATEGIES,
+    Layers,
+    Option,
+    Strategy,
+    broadcast_from_first,
+)
 from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
@@ -49,9 +55,12 @@ def _shared(model: nn.Module) -> set[int]:
 @lru_cache(maxsize=32)
 def root_parameters(workload: str, size: str) -> int:
     """Parameters FSDP2's root unit holds (none unless a weight is tied): gathered once a
-    step, not again for backward."""
-    from workloads import get_workload
+    step, not again for backward. None for a model that is not a workload (one `dtbench
+    predict` reads for its facts: a torchvision classifier ties no weight)."""
+    from workloads import WORKLOADS, get_workload
 
+    if workload not in WORKLOADS:
+        return 0
     with torch.device("meta"):
         model = get_workload(workload).build_model(size)
     total = sum(p.numel() for p in model.parameters())
@@ -79,10 +88,11 @@ class FSDP(Strategy):
     options: ClassVar[tuple[Option, ...]] = (RESHARD, OVERLAP)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.fsdp(param_bytes, spec.world_size, reshard_after_forward=bool(
             cls.option_value(spec, "reshard_after_forward")), backend=spec.comm,
-            root_bytes=4.0 * root_parameters(spec.workload, spec.size))
+            root_bytes=volumes.PARAM_BYTES * root_parameters(spec.workload, spec.size))
 
     def setup(self) -> None:
         recipe = self.recipe

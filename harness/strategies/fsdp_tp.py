@@ -22,7 +22,7 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, broadcast_from_first
+from harness.strategies.base import STRATEGIES, Layers, Option, broadcast_from_first
 from harness.strategies.fsdp import RESHARD, shard_units
 from harness.strategies.tensor import _TPBase, tp_plan
 
@@ -53,6 +53,19 @@ def local_parameters(workload: str, size: str, tp: int) -> tuple[float, float]:
     sharded = {id(p) for unit in shard_units(model) for p in unit.parameters()}
     everything = list(model.parameters())
     return local(everything), local([p for p in everything if id(p) not in sharded])
+
+
+def held_parameters(workload: str, size: str, tp: int, layers: Layers = None
+                    ) -> tuple[float, float]:
+    """local_parameters of a workload; of a model read for its facts only (`layers`, a
+    torchvision model's), its split layers at 1/tp, the rest whole, and no tied weight."""
+    from workloads import WORKLOADS
+
+    if workload in WORKLOADS:
+        return local_parameters(workload, size, tp)
+    _, split = tp_plan(workload, size, False, layers)
+    total = sum(layer.parameters for layer in layers or ())
+    return total - sum(layer.parameters for layer in split) * (1 - 1 / tp), 0.0
 
 
 @STRATEGIES.register("fsdp-tp")
@@ -89,15 +102,18 @@ class FSDPTP(_TPBase):
         return list(range(0, spec.world_size, cls.tp_size(spec)))
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         tp = cls.tp_size(spec)
-        _, layers = tp_plan(spec.workload, spec.size, False)
-        local, root = local_parameters(spec.workload, spec.size, tp)
-        return volumes.fsdp_tp(param_bytes, spec.world_size, tp=tp, layers=layers,
-                               batch_per_rank=spec.batch_per_rank, local_bytes=4.0 * local,
-                               root_bytes=4.0 * root, backend=spec.comm,
+        _, split = tp_plan(spec.workload, spec.size, False, layers)
+        local, root = held_parameters(spec.workload, spec.size, tp, layers)
+        return volumes.fsdp_tp(param_bytes, spec.world_size, tp=tp, layers=split,
+                               batch_per_rank=spec.batch_per_rank,
+                               local_bytes=volumes.PARAM_BYTES * local,
+                               root_bytes=volumes.PARAM_BYTES * root, backend=spec.comm,
                                reshard_after_forward=bool(
-                                   cls.option_value(spec, "reshard_after_forward")))
+                                   cls.option_value(spec, "reshard_after_forward")),
+                               element_bytes=volumes.activation_bytes(spec.precision))
 
     def data_shard(self) -> tuple[int, int]:
         tp = self.tp_size(self.spec)

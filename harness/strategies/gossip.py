@@ -10,7 +10,13 @@ import torch.distributed as dist
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import (
+    STRATEGIES,
+    Layers,
+    Option,
+    Strategy,
+    broadcast_from_first,
+)
 from harness.strategies.steps import data_parallel_step
 
 
@@ -37,8 +43,10 @@ class Gossip(Strategy):
     )
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        return volumes.gossip(param_bytes, spec.world_size)
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
+        return volumes.gossip(param_bytes, spec.world_size,
+                              neighbours=int(cls.option_value(spec, "neighbours")))
 
     def setup(self) -> None:
         model = self.recipe.build_model().to(memory_format=torch.contiguous_format)

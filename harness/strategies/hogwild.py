@@ -20,7 +20,7 @@ import torch.distributed as dist
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Strategy
+from harness.strategies.base import STRATEGIES, Layers, Strategy
 from harness.strategies.steps import data_parallel_step
 
 SHARED_DIR = Path("/dev/shm")
@@ -62,7 +62,8 @@ class Hogwild(Strategy):
         super().check(spec)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.hogwild(param_bytes, spec.world_size)
 
     def setup(self) -> None:

@@ -14,7 +14,7 @@ from harness.comm.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, clip_gradients
+from harness.strategies.base import STRATEGIES, Layers, Option, clip_gradients
 from harness.strategies.options import OVERLAP
 from harness.strategies.ps import (
     DAMP_STALE,
@@ -70,7 +70,8 @@ class Hybrid(ParameterServerStrategy):
             + ["server"] * cls.servers(spec)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.hybrid(param_bytes, spec.world_size,
                               groups=int(cls.option_value(spec, "groups")),
                               servers=cls.servers(spec), header_bytes=HEADER_BYTES)

@@ -8,7 +8,13 @@ import torch
 
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import (
+    STRATEGIES,
+    Layers,
+    Option,
+    Strategy,
+    broadcast_from_first,
+)
 from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
 
@@ -34,9 +40,11 @@ class LocalSGD(Strategy):
     )
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.localsgd(param_bytes, spec.world_size,
-                                period=cls.option_value(spec, "period"))
+                                period=cls.option_value(spec, "period"),
+                                subgroup=cls.option_value(spec, "subgroup"))
 
     def setup(self) -> None:
         recipe = self.recipe

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.core.fields import RunField
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,20 @@ class Option:
 
 
 TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def field_option(fields: Iterable[RunField], strategy: str, name: str,
+                 aliases: tuple[str, ...] = ()) -> Option:
+    """The option of `strategy` that a run field declares (a flag older than --strategy-opt,
+    such as ddp's --bucket-mb): its name, type, default, help, bound and choices read off
+    that one declaration (harness/core/spec.py), so the two surfaces cannot disagree."""
+    found = next((f for f in fields if f.name == name and f.strategy_option == strategy), None)
+    if found is None or not isinstance(found.suite, type):
+        raise TypeError(f"no run field {name!r} declares an option of {strategy}")
+    numeric = found.suite in (int, float)
+    return Option(found.name, found.suite, found.key_default, found.shown_help or "",
+                  minimum=found.minimum if numeric else None, choices=found.choices,
+                  aliases=aliases)
 
 # Whether gradients are exchanged while the backward pass still runs: the engines do (DDP's
 # buckets, FSDP2's prefetch), so a run cannot be told otherwise; predict turns it off where

@@ -9,6 +9,7 @@ parameters (ReLU, dropout, flatten, the LSTM's tuple unpacking) go with the bloc
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,12 +72,14 @@ class Cut:
                 "parameters": list(self.parameters), "cut_elements": list(self.cut_elements)}
 
 
-def plan_cut(workload: str, size: str, stages: int) -> Cut:
-    """Blocks balanced by counted FLOPs into `stages` contiguous stages; UsageError when the
-    model has fewer blocks than stages."""
+def plan_cut(workload: str, size: str, stages: int, layers: Sequence[Any] | None = None
+             ) -> Cut:
+    """Blocks balanced by counted FLOPs into `stages` contiguous stages (of `layers`, the
+    workload's layer table unless given); UsageError when the model has fewer blocks than
+    stages."""
     from workloads.layers import balance_stages, block_table, layer_table
 
-    units = block_table(layer_table(workload, size))
+    units = block_table(layers if layers is not None else layer_table(workload, size))
     if stages > len(units):
         raise UsageError(f"pipeline of {stages} stages: {workload} ({size}) has only "
                          f"{len(units)} blocks to cut between "

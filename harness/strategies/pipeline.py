@@ -23,7 +23,7 @@ from torch import nn
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import pipecut, volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, tensor_bytes
+from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, tensor_bytes
 from harness.strategies.pipecut import SCHEDULES, layout, plan_cut, theoretical_bubble
 
 SCHEDULE_CLASSES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
@@ -58,6 +58,9 @@ class Pipeline(Strategy):
     # ---------------------------------------------------------------- planning side
     @classmethod
     def _layout(cls, spec: RunSpec) -> pipecut.Layout:
+        chunks = cls.option_value(spec, "chunks")  # predict's assumption: v stages a rank
+        if chunks and not cls.option_value(spec, "stages"):
+            return pipecut.Layout(chunks * spec.world_size, chunks, spec.world_size, 1)
         return layout(spec, cls.option_value(spec, "schedule"), cls.option_value(spec, "stages"))
 
     @classmethod
@@ -86,30 +89,34 @@ class Pipeline(Strategy):
                 for r in range(spec.world_size)]
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        """Activations and their gradients across every cut between ranks
-        (volumes.pipeline, per pipeline of p ranks), the loss broadcast (4 bytes) and, with
-        clipping, the squared norm's allreduce (control); with R replicas, each stage's
-        gradients allreduced over R (gradient, the mean over stages: 2(R-1)/R · P/p)."""
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
+        """Activations and their gradients across every cut between ranks at the run's
+        precision (volumes.pipeline, per pipeline of p ranks), the loss broadcast (4 bytes)
+        and, with clipping, the squared norm's allreduce (control); with R replicas, each
+        stage's gradients allreduced over R (gradient, the mean over stages: 2(R-1)/R · P/p).
+        A model that is not a workload (`layers` given) has no tied weight and no clipping."""
         from harness.core.traffic import mean_sent_bytes, sent_bytes
-        from workloads import get_workload
+        from workloads import WORKLOADS, get_workload
 
         lay = cls._layout(spec)
-        cut = plan_cut(spec.workload, spec.size, lay.stages)
-        found = volumes.pipeline(param_bytes, lay.ranks, cut_bytes=[4.0 * e for e in
+        cut = plan_cut(spec.workload, spec.size, lay.stages, layers)
+        element = volumes.activation_bytes(spec.precision)
+        found = volumes.pipeline(param_bytes, lay.ranks, cut_bytes=[element * e for e in
                                                                      cut.cut_elements],
                                  batch=spec.batch_per_rank, chunks=lay.chunks,
                                  microbatches=cls.option_value(spec, "microbatches"))
+        workload = get_workload(spec.workload) if spec.workload in WORKLOADS else None
         control = mean_sent_bytes("broadcast", 4.0, lay.ranks)
-        if get_workload(spec.workload).preset(spec.size).extra.get("grad_clip"):
+        if workload is not None and workload.preset(spec.size).extra.get("grad_clip"):
             control += sent_bytes("allreduce", 4.0, lay.ranks)
         found["control"] += control
         found["gradient"] += sent_bytes("allreduce", param_bytes / lay.ranks, lay.replicas)
-        for tie in pipecut.ties(spec.workload, spec.size, cut):
+        for tie in pipecut.ties(spec.workload, spec.size, cut) if workload else ():
             ranks = {lay.stage_rank(k) for k in tie.stages}
             if len(ranks) > 1:  # its ranks sum its gradient; the mean over the pipeline's
                 found["gradient"] += len(ranks) * sent_bytes(
-                    "allreduce", 4.0 * tie.elements, len(ranks)) / lay.ranks
+                    "allreduce", volumes.PARAM_BYTES * tie.elements, len(ranks)) / lay.ranks
         return found
 
     # ---------------------------------------------------------------- rank side

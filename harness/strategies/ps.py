@@ -25,7 +25,14 @@ from harness.comm.paramserver import (
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, backward, clip_gradients
+from harness.strategies.base import (
+    STRATEGIES,
+    Layers,
+    Option,
+    Strategy,
+    backward,
+    clip_gradients,
+)
 from harness.strategies.priority import PRIORITY, Puller
 
 SERVERS = Option("servers", int, 1, "server ranks the parameters are sharded over (K)",
@@ -117,7 +124,8 @@ class ParameterServerStrategy(Strategy):
         return ["worker"] * cls.workers(spec) + ["server"] * cls.servers(spec)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.parameter_server(param_bytes, spec.world_size,
                                         servers=cls.servers(spec),
                                         push_every=cls.push_every(spec),

@@ -41,7 +41,7 @@ from harness.comm.wire import receive_fetched, send
 from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, backward
+from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, backward
 from harness.strategies.ps import SERVERS, flat_checksum
 from harness.strategies.sandserve import CoordinatorLoop, ShardLoop
 
@@ -112,7 +112,8 @@ class Sandblaster(Strategy):
         return ["worker"] * cls.workers(spec) + ["coordinator"] + ["server"] * cls.servers(spec)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.sandblaster(param_bytes, spec.world_size, servers=cls.servers(spec),
                                    portions=int(cls.option_value(spec, "portions")),
                                    history=int(cls.option_value(spec, "history")),

@@ -30,7 +30,13 @@ from harness.core.errors import UsageError
 from harness.core.spec import RunSpec
 from harness.core.traffic import sent_bytes
 from harness.strategies import volumes
-from harness.strategies.base import STRATEGIES, Option, Strategy, broadcast_from_first
+from harness.strategies.base import (
+    STRATEGIES,
+    Layers,
+    Option,
+    Strategy,
+    broadcast_from_first,
+)
 
 UNSUPPORTED = {
     "tensor": {"resnet50": "resnet50 holds 4% of its parameters in its one FC layer; splitting "
@@ -44,15 +50,16 @@ UNSUPPORTED = {
 }
 
 
-def tp_plan(workload: str, size: str, batch_sharded: bool) -> tuple[dict[str, str],
-                                                                     list[volumes.TPLayer]]:
+def tp_plan(workload: str, size: str, batch_sharded: bool, layers: Layers = None
+            ) -> tuple[dict[str, str], list[volumes.TPLayer]]:
     """Module name -> style ("colwise", "rowwise", "colwise-replicated", "colwise-sharded",
-    "embedding"), and the volumes' TPLayers in the same order."""
-    from workloads import get_workload
+    "embedding"), and the volumes' TPLayers in the same order; of `layers` where given (a
+    model that is not a workload keeps no layer replicated)."""
+    from workloads import WORKLOADS, get_workload
     from workloads.layers import layer_table
 
-    rows = layer_table(workload, size)
-    whole = get_workload(workload).tensor_parallel_replicated
+    rows = list(layers) if layers is not None else layer_table(workload, size)
+    whole = get_workload(workload).tensor_parallel_replicated if workload in WORKLOADS else ()
     linear = [r for r in rows if r.kind == "Linear"]
     layers = volumes.plan_tp_layers([(r.in_features or 0, r.out_features or 0, r.positions)
                                      for r in linear], batch_sharded_input=batch_sharded)
@@ -145,9 +152,10 @@ class _TPBase(Strategy):
 
     @classmethod
     def _clip_control(cls, spec: RunSpec) -> float:
-        from workloads import get_workload
+        from workloads import WORKLOADS, get_workload
 
-        clip = get_workload(spec.workload).preset(spec.size).extra.get("grad_clip")
+        clip = spec.workload in WORKLOADS and \
+            get_workload(spec.workload).preset(spec.size).extra.get("grad_clip")
         return sent_bytes("allreduce", 4.0, cls.tp_size(spec)) if clip else 0.0
 
     def _kind(self, kind: str) -> Any:
@@ -228,10 +236,12 @@ class Tensor(_TPBase):
         return [0]
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
-        _, layers = tp_plan(spec.workload, spec.size, False)
-        found = volumes.tensor(param_bytes, spec.world_size, layers=layers,
-                               batch=spec.batch_per_rank, backend=spec.comm)
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
+        _, split = tp_plan(spec.workload, spec.size, False, layers)
+        found = volumes.tensor(param_bytes, spec.world_size, layers=split,
+                               batch=spec.batch_per_rank, backend=spec.comm,
+                               element_bytes=volumes.activation_bytes(spec.precision))
         found["control"] += cls._clip_control(spec)
         return found
 
@@ -295,11 +305,13 @@ class DPTP(_TPBase):
                              "ranks (dp-tp needs a dp x tp mesh)")
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         tp = cls.tp_size(spec)
-        _, layers = tp_plan(spec.workload, spec.size, True)
-        found = volumes.dp_tp(param_bytes, spec.world_size, tp=tp, layers=layers,
-                              batch_per_rank=spec.batch_per_rank, backend=spec.comm)
+        _, split = tp_plan(spec.workload, spec.size, True, layers)
+        found = volumes.dp_tp(param_bytes, spec.world_size, tp=tp, layers=split,
+                              batch_per_rank=spec.batch_per_rank, backend=spec.comm,
+                              element_bytes=volumes.activation_bytes(spec.precision))
         found["control"] += sent_bytes("allgather", 8.0 * tp * spec.batch_per_rank, tp)
         return found
 

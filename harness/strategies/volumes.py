@@ -6,7 +6,15 @@ by hand and that `dtbench predict` prices with α-β costs. Pure arithmetic: no
 torch.distributed. Per-collective volumes come from `harness.core.traffic` (ring, or
 halving/doubling, which move the same bytes; where a backend runs a collective otherwise, its
 wire_bytes: the functions with collectives that differ take a `backend`); P is the parameter
-bytes as trained (fp32 master weights: 4 bytes per parameter), n the world size.
+bytes as trained, n the world size.
+
+One element size rule for every strategy, read by the classes' traffic() and by predict's
+timing alike: parameters and gradients move as fp32 (PARAM_BYTES: master weights, DDP's and
+FSDP2's gradient buffers, the servers' shards; a compression hook shrinks the gradient, see
+ddp.compression_ratio); activations and their gradients move at the run's precision
+(activation_bytes: autocast computes the layers that produce them in bf16/fp16). One header
+rule: a message's protocol header (harness/comm/paramserver.HEADER_BYTES, Sandblaster's
+commands) counts in the bytes a rank sends (control); its time is the α every message pays.
 
 Every function takes (param_bytes, world_size, *, options) and returns a dict keyed by
 KINDS. Strategies whose ranks differ (parameter servers, pipeline stages) take a `role`
@@ -23,6 +31,13 @@ from harness.core.traffic import mean_sent_bytes, sent_bytes, wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
 Volumes = dict[str, float]
+PARAM_BYTES = 4  # an fp32 parameter or gradient element
+ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # by precision (harness.core.spec.PRECISIONS)
+
+
+def activation_bytes(precision: str) -> int:
+    """Bytes of one activation element on the wire at `precision` (4 for fp32)."""
+    return ELEMENT_BYTES.get(precision, PARAM_BYTES)
 
 
 def by_kind(gradient: float = 0.0, parameter: float = 0.0, activation: float = 0.0,

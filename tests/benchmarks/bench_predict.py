@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -65,8 +66,21 @@ def measurements(store: str) -> list[list[str]]:
 
 def two_host_runs(store: str) -> None:
     """hep_cnn small across two network namespaces at each link rate, with a comm sweep."""
+    common = ["--launcher", "torchrun", "--comm", "gloo", "--nnodes", "2", "-n", "1",
+              "--threads", "1", "--rank-timeout", "120", "-q"]
+    jobs = [["run", "-w", "hep_cnn", "--size", "small", *common],
+            ["comm", "--op", "allreduce,broadcast", "--sizes", "1K:4M", "--iters", "10",
+             *common]]
+    over_two_hosts(store, [(rate, words) for rate in RATES for words in jobs], 29612)
+
+
+def over_two_hosts(store: str, schedule: list[tuple[str | None, list[str]]],
+                   first_port: int) -> None:
+    """Each (tc tbf rate or None, dtbench words) in turn across two network namespaces
+    joined by a veth capped at that rate (tests/distributed/netns.py), node 0's records in
+    `store`; skipped, saying why, where namespaces or tc are not available."""
     sys.path.insert(0, str(ROOT / "tests" / "distributed"))
-    from netns import netns_pair, netns_unavailable_reason, tc_unavailable_reason, two_nodes
+    from netns import netns_pair, netns_unavailable_reason, tc_unavailable_reason
 
     reason = netns_unavailable_reason() or tc_unavailable_reason()
     if reason is not None:
@@ -78,31 +92,31 @@ def two_host_runs(store: str) -> None:
                if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
         env.update(GLOO_SOCKET_IFNAME=pair.ifname,
                    PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
-        common = ["--launcher", "torchrun", "--comm", "gloo", "--nnodes", "2", "-n", "1",
-                  "--threads", "1", "--master-addr", pair.addr_a, "--rank-timeout", "120", "-q"]
-        jobs = [["run", "-w", "hep_cnn", "--size", "small", *common],
-                ["comm", "--op", "allreduce,broadcast", "--sizes", "1K:4M", "--iters", "10",
-                 *common]]
-        port = 29611
-        for rate in RATES:
+        for port, (rate, words) in enumerate(schedule, start=first_port):
             pair.set_rate(rate)
-            for words in jobs:
-                port += 1
-                args = [*words, "--master-port", str(port)]
-                print(f"$ [2 hosts, link {rate or 'uncapped'}] dtbench {' '.join(args)}",
-                      flush=True)
-                started = time.monotonic()
-                try:
-                    node0, node1 = two_nodes(pair, [*DTBENCH, *args], env, store_path,
-                                             Path(scratch), Path(scratch), 900)
-                except subprocess.TimeoutExpired:
-                    print("  timed out", flush=True)
-                    continue
-                print(f"  node 0 exit {node0.returncode}, node 1 exit {node1.returncode}, "
-                      f"{time.monotonic() - started:.0f} s", flush=True)
-                if node0.returncode != 0:
-                    print(node0.stderr[-2000:], flush=True)
+            run_two_hosts(pair, [*words, "--master-addr", pair.addr_a, "--master-port",
+                                 str(port)], env, store_path, Path(scratch),
+                          f"link {rate or 'uncapped'}")
         pair.set_rate(None)
+
+
+def run_two_hosts(pair: Any, args: list[str], env: dict[str, str], store: Path,
+                  scratch: Path, label: str) -> None:
+    """One dtbench command across the two namespaces (node 0's record into `store`, node
+    1's left in `scratch`), timed, its failure printed."""
+    from netns import two_nodes
+
+    print(f"$ [2 hosts, {label}] dtbench {' '.join(args)}", flush=True)
+    started = time.monotonic()
+    try:
+        node0, node1 = two_nodes(pair, [*DTBENCH, *args], env, store, scratch, scratch, 900)
+    except subprocess.TimeoutExpired:
+        print("  timed out", flush=True)
+        return
+    print(f"  node 0 exit {node0.returncode}, node 1 exit {node1.returncode}, "
+          f"{time.monotonic() - started:.0f} s", flush=True)
+    if node0.returncode != 0:
+        print(node0.stderr[-2000:], flush=True)
 
 
 def main() -> int:

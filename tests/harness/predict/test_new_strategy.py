@@ -22,7 +22,7 @@ from harness.predict.costs import Link
 from harness.predict.model import modelled, predict, strategy_options
 from harness.predict.network import uniform
 from harness.strategies import STRATEGIES, volumes
-from harness.strategies.base import Option, Strategy
+from harness.strategies.base import Layers, Option, Strategy
 from harness.strategies.ddp import BUCKET_MB, COMPRESSION, DDP
 from harness.strategies.options import OVERLAP
 from workloads.layers import LayerFacts
@@ -43,9 +43,7 @@ def rounds_step(ctx: Context, nodes: int) -> StepEstimate:
     compute = ctx.compute_time(samples, nodes)
     exchange = rounds * ctx.network.time("allreduce", ctx.facts.param_bytes, nodes)
     return StepEstimate(compute + exchange, samples * nodes, compute,
-                        {"allreduce (parameter)": exchange},
-                        volumes.by_kind(parameter=rounds * sent_bytes(
-                            "allreduce", ctx.facts.param_bytes, nodes)))
+                        {"allreduce (parameter)": exchange}, ctx.traffic(nodes))
 
 
 class Rounds(Strategy):
@@ -60,7 +58,8 @@ class Rounds(Strategy):
         Option("rounds", int, 3, "parameter allreduces a step", minimum=1, aliases=("R",)),)
 
     @classmethod
-    def traffic(cls, spec: RunSpec, param_bytes: float) -> dict[str, float]:
+    def traffic(cls, spec: RunSpec, param_bytes: float, layers: Layers = None
+                ) -> dict[str, float]:
         return volumes.by_kind(parameter=cls.option_value(spec, "rounds") * sent_bytes(
             "allreduce", param_bytes, spec.world_size))
 

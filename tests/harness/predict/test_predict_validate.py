@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from harness.predict.validate import (
+    HEADER,
     core_sharing,
     summary,
     table_rows,
@@ -119,10 +120,11 @@ def test_forward_drift_separates_compute_error_from_communication(run_record,
                                     strategy="fsdp"), 0.12)
     rows = {row.record["run_id"]: row for row in validate([ddp, half, fsdp], calibration)}
     assert rows["ddp2"].forward_drift == pytest.approx(0.10)
-    assert table_rows([rows["ddp2"]])[0][12] == "+10.0%"
+    assert table_rows([rows["ddp2"]])[0][HEADER.index("forward vs 1 rank")] == "+10.0%"
     assert rows["half"].forward_drift == pytest.approx(0.05 / (0.10 / 32 * 16) - 1)
     # fsdp all-gathers parameters inside its forward: no compute-only figure there
-    assert rows["fsdp"].forward_drift is None and table_rows([rows["fsdp"]])[0][12] == "-"
+    assert rows["fsdp"].forward_drift is None and \
+        table_rows([rows["fsdp"]])[0][HEADER.index("forward vs 1 rank")] == "-"
     # without a forward phase in the calibration run, no figure rather than a guess
     bare = run_record([0.32] * 5, threads=1, batch=32, run_id="single")
     (row,) = validate([ddp], [bare, *calibration[1:]])

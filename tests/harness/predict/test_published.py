@@ -17,10 +17,13 @@ from harness.predict.published import (
     PublishedRow,
     load_table,
     predict_row,
+    range_problems,
+    row_inputs,
     row_problems,
     summary,
 )
 from harness.predict.topology import parse_topology
+from harness.predict.uncertain import DRAWS
 from harness.strategies import STRATEGIES
 from workloads.external import model_name
 from workloads.layers import layer_table
@@ -50,7 +53,7 @@ def test_predict_torchvision_model_on_a_topology(capsys: pytest.CaptureFixture[s
     assert "25gbe-roce" in out and "Horovod fusion, 64 MB every 5 ms" in out
     records = json.loads((tmp_path / "p.json").read_text())
     assert [r["spec"]["world_size"] for r in records] == [1, 16, 128]
-    efficiency = [float(line.split()[3]) for line in out.splitlines()
+    efficiency = [float(line.split()[4]) for line in out.splitlines()  # after "90% step ms": -
                   if line.split()[:1] in (["16"], ["128"])]
     assert len(efficiency) == 2 and 0 < efficiency[1] < efficiency[0] <= 1
 
@@ -167,3 +170,39 @@ def test_a_time_row_without_its_epochs_or_with_two_rates_is_refused() -> None:
         {k: v for k, v in row.items() if k != "epochs"}, sources))
     both = dict(row, compute={**row["compute"], "flops": 1e12})
     assert any("curve or FLOP/s" in p for p in row_problems(both, sources))
+
+
+def test_stated_ranges_are_sourced_hold_the_nominal_input_and_apply_where_named() -> None:
+    document = load_table()
+    sources, ranges = document["sources"], document["ranges"]
+    for name, stated in ranges.items():
+        assert range_problems(stated, sources) == [], name
+    assert any("low <= 1 <= high" in p for p in range_problems(
+        {"input": "compute", "low": 1.1, "high": 1.2, "source": "goyal2017"}, sources))
+    assert any("links" in p for p in range_problems(
+        {"input": "bandwidth", "low": 0.9, "high": 1.0, "source": "goyal2017"}, sources))
+    rows = {row["id"]: row for row in document["rows"]}
+    (p100,) = row_inputs(rows["horovod-vgg16-128"], ranges)
+    # a rate x0.877 to x1 is a step time x1 to x1/0.877
+    assert p100.target == "compute" and (p100.low, p100.high) == pytest.approx((1, 1 / 0.877))
+    assert row_inputs(rows["goyal2017-resnet50-256"], ranges) == ()
+    link = {"input": "bandwidth", "low": 0.5, "high": 1.0, "links": ["25gbe-tcp"],
+            "source": "goyal2017"}
+    (slow,) = row_inputs(rows["horovod-vgg16-16-tcp"] | {"ranges": []}, {"tcp": link})
+    assert slow.target == "link:inter:beta" and (slow.low, slow.high) == (1.0, 2.0)
+    # every row says what the model lacks for it: the note a miss is explained by
+    assert all(row["lacks"] for row in document["rows"])
+    for pair in document["pairs"]:
+        a, b = (rows[name] for name in pair["rows"])
+        assert a["strategy"] != b["strategy"] and a["devices"] == b["devices"]
+        assert a["topology"] == b["topology"] and a["metric"] == b["metric"]
+
+
+def test_a_ranged_row_is_priced_at_every_draw() -> None:
+    document = load_table()
+    row = next(r for r in document["rows"] if r["id"] == "horovod-vgg16-16-tcp")
+    found = predict_row(row, row_inputs(row, document["ranges"]))
+    assert found.interval is not None and len(found.draws) == DRAWS
+    # a slower device hides more of the same allreduce: the speed-up can only rise
+    assert found.predicted <= found.interval[0] <= found.interval[1] <= 16
+    assert predict_row(row).interval is None
