@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.predict.calibration import (
     ComputeCalibration,
     Fit,
@@ -32,6 +31,7 @@ from harness.predict.records import EPOCH, Provenance
 from harness.predict.spread import with_spread
 from harness.predict.topology import parse_topology
 from harness.records.experiment import machine_of
+from harness.spec.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.store.sources import load_inputs
 from workloads.external import is_external
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from harness.core.kinds import DOCTOR, record_kind
 from harness.doctor.fleet import fleet, outlier_lines
 from harness.publish.page import e, render_page
 from harness.report.html import render_table
 from harness.report.model import Table
+from harness.spec.kinds import DOCTOR, record_kind
 
 PAGE = "fleet.html"
 

@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from harness.core.errors import UsageError
-from harness.core.metrics import heading_of, metric_info
 from harness.core.stats import bootstrap_ratio_ci
+from harness.facts.metrics import heading_of, metric_info
 from harness.machine.names import system_description
 from harness.records.experiment import (
     experiment_key,

@@ -11,11 +11,11 @@ import numpy as np
 from harness.collectors import CollectContext, collect
 from harness.collectors.energy import energy_absent_reason
 from harness.comm.meter import COUNTED
-from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rank.feed import sampling
 from harness.records.record import Metric
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 from harness.store.contract import RecordWriter
 from harness.strategies import STRATEGIES
 from workloads.flops import count_flops_per_sample

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import RunFailed
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.run.supervisor import Supervisor
 from harness.rundir import RankResult
+from harness.spec.specs import LaunchOptions, RunSpec
 
 
 def check_replicas(ranks: list[RankResult]) -> None:

@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core import machine_load
-from harness.core.kinds import TRAINING
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
+from harness.machine import load as machine_load
 from harness.records.provenance import Provenance
 from harness.records.record import new_run_id, utc_now
 from harness.run.collect import collect_run
@@ -20,6 +18,8 @@ from harness.run.recorder import Recorder, Verdict
 from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
 from harness.rundir import RankResult
+from harness.spec.kinds import TRAINING
+from harness.spec.specs import LaunchOptions, RunSpec
 from harness.store.contract import RunStore
 
 

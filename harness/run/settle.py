@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.core.spec import RunSpec
 from harness.core.text import one_line
 from harness.microbench.peak import PeakResult, device_peak, node_peaks
 from harness.run.autocompile import Choice, ipex_unusable, settle_all
+from harness.spec.specs import RunSpec
 
 
 @dataclass

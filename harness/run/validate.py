@@ -6,7 +6,7 @@ Availability on this machine is not checked here: an unavailable but valid choic
 from __future__ import annotations
 
 from harness.core.errors import UsageError
-from harness.core.spec import (
+from harness.spec.specs import (
     COMPILE_MODES,
     IPEX_MODES,
     MODES,

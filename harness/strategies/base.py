@@ -33,7 +33,7 @@ from backends import COMM_BACKENDS, LAUNCHERS
 from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies.clock import PhaseClock
 from harness.strategies.options import Option
 from workloads.layers import LayerFacts

@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,

@@ -12,7 +12,7 @@ import torch.distributed as dist
 
 from harness.comm.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, clip_gradients
 from harness.strategies.options import OVERLAP

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,

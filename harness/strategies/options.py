@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.fields import RunField
+from harness.spec.fields import RunField
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def field_option(fields: Iterable[RunField], strategy: str, name: str,
                  aliases: tuple[str, ...] = ()) -> Option:
     """The option of `strategy` that a run field declares (a flag older than --strategy-opt,
     such as ddp's --bucket-mb): its name, type, default, help, bound and choices read off
-    that one declaration (harness/core/spec.py), so the two surfaces cannot disagree."""
+    that one declaration (harness/spec/specs.py), so the two surfaces cannot disagree."""
     found = next((f for f in fields if f.name == name and f.strategy_option == strategy), None)
     if found is None or not isinstance(found.suite, type):
         raise TypeError(f"no run field {name!r} declares an option of {strategy}")

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
 

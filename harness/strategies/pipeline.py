@@ -21,7 +21,7 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import pipecut, volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, tensor_bytes
 from harness.strategies.pipecut import SCHEDULES, layout, plan_cut, theoretical_bubble
@@ -96,7 +96,7 @@ class Pipeline(Strategy):
         and, with clipping, the squared norm's allreduce (control); with R replicas, each
         stage's gradients allreduced over R (gradient, the mean over stages: 2(R-1)/R · P/p).
         A model that is not a workload (`layers` given) has no tied weight and no clipping."""
-        from harness.core.traffic import mean_sent_bytes, sent_bytes
+        from harness.facts.traffic import mean_sent_bytes, sent_bytes
         from workloads import WORKLOADS, get_workload
 
         lay = cls._layout(spec)

@@ -23,7 +23,7 @@ from harness.comm.paramserver import (
     shard_bounds,
 )
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,

@@ -39,7 +39,7 @@ from harness.comm.sandblaster import (
 )
 from harness.comm.wire import receive_fetched, send
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, backward
 from harness.strategies.ps import SERVERS, flat_checksum

@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.spec import RunSpec  # noqa: E402
+from harness.spec.specs import RunSpec  # noqa: E402
 
 
 def quick_specs(workloads: list[str], steps: int | None) -> list[RunSpec]:
@@ -40,7 +40,7 @@ def quick_specs(workloads: list[str], steps: int | None) -> list[RunSpec]:
 def in_process(specs: list[RunSpec]) -> list[dict[str, float]]:
     """The old path, in a fresh process: every spec trained in that one process in turn."""
     code = ("import json, statistics, sys\n"
-            "from harness.core.kinds import spec_of\n"
+            "from harness.spec.kinds import spec_of\n"
             "from harness.rank.loops import run_throughput\n"
             "for line in sys.stdin:\n"
             "    r = run_throughput(spec_of(json.loads(line)))\n"

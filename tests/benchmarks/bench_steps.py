@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
 from harness.rank.trainer import Trainer
 from harness.run.plan import resolve
 from harness.run.settle import unavailable_reason
+from harness.spec.specs import RunSpec
 from workloads.flops import count_flops_per_sample
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ import torch
 
 from harness.collectors import CollectContext
 from harness.collectors.flops import mfu
-from harness.core.spec import RunSpec
 from harness.microbench import peak
 from harness.microbench.peak import PeakResult
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 H200 = "NVIDIA H200"
 FULL, CAPPED = {"power_limit_w": 700.0}, {"power_limit_w": 500.0}

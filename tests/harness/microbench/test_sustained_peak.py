@@ -169,8 +169,8 @@ def test_settling_a_gpu_run_measures_its_peak_in_a_child(monkeypatch: pytest.Mon
                                                          ) -> None:
     from backends.cpu import CPUBackend
     from backends.cuda import CUDABackend
-    from harness.core.spec import RunSpec
     from harness.run import settle
+    from harness.spec.specs import RunSpec
 
     assert CUDABackend.probes_in_own_process and not CPUBackend.probes_in_own_process
     asked: list[tuple[str, str, int, int]] = []

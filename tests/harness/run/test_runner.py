@@ -11,7 +11,6 @@ import torch
 from backends import COMPUTE_BACKENDS
 from backends.base import Availability
 from harness.core.errors import RunFailed, SkipRun
-from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rank import loops
 from harness.records.record import load_record, metric
@@ -19,6 +18,7 @@ from harness.run import runner as runner_module
 from harness.run.runner import Runner
 from harness.run.settle import unavailable_reason
 from harness.rundir import FAULT_VAR, RankResult
+from harness.spec.specs import RunSpec
 from harness.store.directory import Store
 from workloads.hep_cnn import HEPCNNWorkload
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from harness.core.errors import SchemaError
-from harness.core.spec import RunSpec
 from harness.records.record import check_record, metric
+from harness.spec.specs import RunSpec
 from harness.store.pytest_benchmark import is_pytest_benchmark, records_from_pytest_benchmark
 from harness.store.sources import load_inputs
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies import volumes as v
 from harness.strategies.fsdp import root_parameters

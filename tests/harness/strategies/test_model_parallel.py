@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
 from harness.run.plan import resolve
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies.pipecut import plan_cut, theoretical_bubble
 

@@ -208,7 +208,7 @@ def declared_fields(cls: type) -> tuple[RunField, ...]:
     for item in dataclasses.fields(cls):
         if DECLARED not in item.metadata:
             raise TypeError(f"{cls.__name__}.{item.name} is not a declared run field: make it "
-                            "with harness.core.fields.declare(default, *flags, ...)")
+                            "with harness.spec.fields.declare(default, *flags, ...)")
         surfaces = dict(item.metadata[DECLARED])
         option = surfaces.pop("option") or item.name
         default = (item.default if item.default is not dataclasses.MISSING

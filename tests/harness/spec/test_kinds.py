@@ -1,4 +1,4 @@
-"""Each kind of record, as harness/core/kinds.py declares it: which kind a spec is, the fields
+"""Each kind of record, as harness/spec/kinds.py declares it: which kind a spec is, the fields
 that make two records of it the same experiment, its key and its labels."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness.core.fields import identity, spec_key
-from harness.core.kinds import (
+from harness.spec.fields import identity, spec_key
+from harness.spec.kinds import (
     COLLECTIVE,
     DOCTOR,
     IDENTITY_FIELDS,
@@ -21,7 +21,7 @@ from harness.core.kinds import (
     record_kind,
     spec_of,
 )
-from harness.core.spec import RUN_FIELDS, CommSpec, RunSpec
+from harness.spec.specs import RUN_FIELDS, CommSpec, RunSpec
 
 RUN = RunSpec(workload="lstm", size="tiny", comm="gloo", nproc_per_node=2, batch_per_rank=20,
               suite="scaling")

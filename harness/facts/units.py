@@ -1,11 +1,11 @@
 """Numbers with units chosen for reading: the scale a column of a metric takes (GFLOP/s, MiB,
-ms, %) as the metric catalogue (harness/core/metrics.py) declares it, and numbers of about four
+ms, %) as the metric catalogue (harness/facts/metrics.py) declares it, and numbers of about four
 significant digits. The report's tables, publish's pages and the run summary all read them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.core.metrics import BINARY, LONG_TIME, PERCENT, SI, STEP_TIME, TIME, scale_of
+from harness.facts.metrics import BINARY, LONG_TIME, PERCENT, SI, STEP_TIME, TIME, scale_of
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 _BINARY = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
@@ -44,7 +44,7 @@ def format_number(value: float | None) -> str:
 
 def choose_scale(name: str, unit: str, values: list[float]) -> Scale:
     """The unit a column of `values` reads best in: GFLOP/s, MiB, ms, %, ... as the metric
-    catalogue (harness/core/metrics.py) declares its scale, or as its unit suggests."""
+    catalogue (harness/facts/metrics.py) declares its scale, or as its unit suggests."""
     return replace(_choose(scale_of(name, unit), unit, max((abs(v) for v in values),
                                                            default=0.0)), unit=unit)
 

@@ -30,7 +30,7 @@ PER_RECORD = "per record"
 # is not compared at all.
 GATED, VALUE, DIAGNOSTIC, CONSTANT = "gated", "value", "diagnostic", "constant"
 
-# How a report column of the metric is scaled (harness/core/units.py does the arithmetic).
+# How a report column of the metric is scaled (harness/facts/units.py does the arithmetic).
 PERCENT = "percent"        # a share (unit 1) shown as %
 SI = "si"                  # FLOP, FLOP/s with M, G, T, P prefixes
 BINARY = "binary"          # bytes as KiB, MiB, GiB, TiB

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.datasheets import emulated_precision
+from harness.facts.datasheets import emulated_precision
 
 ZEN1 = {"arch": "x86_64", "isa_flags": ["avx", "avx2", "f16c", "fma", "sse4_2"]}
 ZEN4 = {"arch": "x86_64", "isa_flags": ["avx", "avx2", "avx512_bf16", "avx512f", "fma"]}

@@ -10,7 +10,7 @@ import pytest
 
 from harness.commands.options import Parser
 from harness.core.errors import UsageError
-from harness.core.fields import (
+from harness.spec.fields import (
     RunField,
     add_options,
     apart_fields,
@@ -23,7 +23,7 @@ from harness.core.fields import (
     store_columns,
     suite_keys,
 )
-from harness.core.spec import DDP_SPEC_OPTIONS, KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS, RunSpec
+from harness.spec.specs import DDP_SPEC_OPTIONS, KEY_DEFAULTS, NOT_IN_KEY, RUN_FIELDS, RunSpec
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 BASE = RunSpec(workload="lstm", size="tiny", batch_per_rank=8, steps=4, threads=2)
@@ -89,9 +89,9 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
 
 def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
     from harness.compare.matching import NOT_IDENTITY
-    from harness.core.kinds import KEY_FIELDS
     from harness.records.summary import SUMMARY_COLUMNS
     from harness.report.view import SPEC_FIELDS
+    from harness.spec.kinds import KEY_FIELDS
     from harness.store.directory import COLUMNS, STAMP_COLUMNS
 
     # the declared spec fields, then what whole-store commands read from the index
@@ -113,8 +113,8 @@ def test_store_report_and_compare_columns_come_from_the_declaration() -> None:
 def test_the_experiment_is_the_key_and_the_fields_kept_apart_beside_it() -> None:
     """The suite stays out of the key (published records keep theirs) but tells experiments
     apart: every view's identity is the declared one."""
-    from harness.core.kinds import IDENTITY_FIELDS
     from harness.records.experiment import experiment_key
+    from harness.spec.kinds import IDENTITY_FIELDS
 
     assert apart_fields(RUN_FIELDS) == ("suite",)
     assert set(IDENTITY_FIELDS) == set(spec_fields(RUN_FIELDS)) - set(NOT_IN_KEY) | {"suite"}

@@ -22,8 +22,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.fields import apart_fields, experiment_fields, identity, spec_key, store_columns
-from harness.core.spec import (
+from harness.core.text import size_label
+from harness.spec.fields import apart_fields, experiment_fields, identity, spec_key, store_columns
+from harness.spec.specs import (
     DDP_SPEC_OPTIONS,
     KEY_DEFAULTS,
     NOT_IN_KEY,
@@ -31,7 +32,6 @@ from harness.core.spec import (
     CommSpec,
     RunSpec,
 )
-from harness.core.text import size_label
 
 # Spec fields that make two runs different experiments, in declared order.
 IDENTITY_FIELDS = experiment_fields(RUN_FIELDS)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.traffic import (
+from harness.facts.traffic import (
     WIRE_VERIFIED,
     busbw_factor,
     mean_sent_bytes,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, ClassVar
 
-from harness.core.fields import (
+from harness.spec.fields import (
     MISSING,
     RunField,
     declare,
@@ -78,9 +78,9 @@ class RunSpec:
 
     Each field is the declaration of a run field: beside its default, `declare` keeps its
     flag and help, its suite type, whether it is part of the identity, and its store and report
-    columns (harness/core/fields.py). The command line, suites, identity key, store, planner
+    columns (harness/spec/fields.py). The command line, suites, identity key, store, planner
     and docs/spec/command-line.md all read them from here; a subclass that declares one more
-    field reaches every one of them (tests/harness/core/test_declaration.py)."""
+    field reaches every one of them (tests/harness/spec/test_declaration.py)."""
 
     kind: ClassVar[str] = "train"
 

@@ -12,7 +12,10 @@ import pytest
 from harness.commands.options import Parser
 from harness.commands.run import add_arguments, registry_choices, run_options
 from harness.core.errors import UsageError
-from harness.core.fields import (
+from harness.records.experiment import experiment_key
+from harness.run.plan import plan_runs
+from harness.run.suites import parse_suite
+from harness.spec.fields import (
     declare,
     declared_fields,
     integer_columns,
@@ -21,10 +24,7 @@ from harness.core.fields import (
     store_columns,
     suite_keys,
 )
-from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields, spec_defaults
-from harness.records.experiment import experiment_key
-from harness.run.plan import plan_runs
-from harness.run.suites import parse_suite
+from harness.spec.specs import RUN_FIELDS, LaunchOptions, RunSpec, run_fields, spec_defaults
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.commands.cli import main
-from harness.core.machine_load import (
+from harness.machine.load import (
     BUSY_OTHER_SHARE,
     BUSY_STEAL_SHARE,
     CpuSample,

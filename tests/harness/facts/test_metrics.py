@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.metrics import (
+from harness.facts.metrics import (
     AS_STORED,
     BINARY,
     CATALOGUE,
@@ -86,7 +86,7 @@ def test_every_exact_name_finds_itself(name: str) -> None:
 def test_every_metric_has_a_heading_in_words() -> None:
     """Tables read headings from the catalogue: words, never the raw name; a family's
     heading takes its member's suffix."""
-    from harness.core.metrics import heading_of
+    from harness.facts.metrics import heading_of
 
     for info in CATALOGUE:
         assert info.heading and "_" not in info.heading, info.name
@@ -100,7 +100,7 @@ def test_every_metric_has_a_heading_in_words() -> None:
 
 
 def test_the_training_table_shows_what_the_catalogue_marks_in_its_order() -> None:
-    from harness.core.metrics import column_metrics
+    from harness.facts.metrics import column_metrics
 
     recorded = ["peak_memory", "phase_forward", "throughput", "flops_per_sample", "mfu",
                 "first_step_time", "comm_bytes_gradient", "state_bytes", "foreign_metric",
@@ -112,7 +112,7 @@ def test_the_training_table_shows_what_the_catalogue_marks_in_its_order() -> Non
 def test_the_index_keeps_its_columns_where_stores_have_them() -> None:
     """The index's metric columns, in the order stores on disk and servers were made with;
     their units and directions are the catalogue's (records/summary.py restates none)."""
-    from harness.core.metrics import indexed_metrics
+    from harness.facts.metrics import indexed_metrics
     from harness.records.summary import METRIC_COLUMNS
 
     assert METRIC_COLUMNS == ("m_throughput", "m_step_time", "m_mfu", "m_peak_memory",
