@@ -224,14 +224,15 @@ def test_the_metric_docs_and_the_catalogue_agree() -> None:
 def test_every_strategy_and_option_is_documented() -> None:
     """The options table of docs/spec/strategies.md is the one the strategy classes declare:
     every strategy, option, default, alias, bound and predict-only assumption."""
-    from harness.strategies.options import options_markdown
+    from harness.strategies.strategy_options import options_markdown
 
     text = (DOCS / "spec" / "strategies.md").read_text()
     start = text.index("| strategy | option |")
     documented = text[start:text.index("\n\n", start) + 1]
     declared = options_markdown((name, STRATEGIES.get(name).options)
                                 for name in STRATEGIES.names())
-    assert documented == declared, "regenerate the table with strategies.options.options_markdown"
+    assert documented == declared, \
+        "regenerate the table with harness.strategies.strategy_options.options_markdown"
     assert all(f"| `{name}` |" in documented for name in STRATEGIES.names())
 
 

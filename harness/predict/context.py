@@ -12,7 +12,7 @@ from harness.predict.overhead import StrategyOverhead
 from harness.predict.uncertain import Uncertain
 from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
-from harness.strategies.options import Option
+from harness.strategies.strategy_options import Option
 from harness.strategies.volumes import PARAM_BYTES, activation_bytes
 from workloads.layers import LayerFacts, layer_table
 

@@ -24,10 +24,10 @@ from harness.predict.context import Context, workload_facts
 from harness.predict.costs import ALGORITHMS
 from harness.predict.interval import calibration_inputs
 from harness.predict.machine import Chosen, choose_machine
-from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
 from harness.predict.overhead import overheads_from_records
 from harness.predict.records import EPOCH, Provenance
+from harness.predict.scaleout import parse_option_pairs
 from harness.predict.spread import with_spread
 from harness.predict.topology import parse_topology
 from harness.records.experiment import machine_of

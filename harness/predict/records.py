@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.predict.context import Context
-from harness.predict.model import Point, strategy_class
+from harness.predict.scaleout import Point, strategy_class
 from harness.predict.uncertain import DRAWS, LEVEL, SEED
 from harness.records.record import Metric, build_record, measured
 from harness.spec.kinds import PREDICTION

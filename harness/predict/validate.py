@@ -31,9 +31,9 @@ from harness.predict.calibration import (
 from harness.predict.context import Context, workload_facts
 from harness.predict.interval import calibration_inputs
 from harness.predict.machine import hardware_of
-from harness.predict.model import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
 from harness.predict.ranking import PairRow, agreement, pair_rows
+from harness.predict.scaleout import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.spread import with_spread
 from harness.predict.uncertain import LEVEL, coverage, inside, interval_text
 from harness.records.record import metric

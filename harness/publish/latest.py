@@ -7,8 +7,8 @@ from harness.publish.records import Entry, short_commit
 from harness.records.experiment import experiment_key, fields_of, text
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
+from harness.report.document import Table
 from harness.report.machines import SHOWN, experiment
-from harness.report.model import Table
 from harness.report.units import report_scales, with_ci
 
 

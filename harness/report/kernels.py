@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from harness.facts.metrics import heading_of
-from harness.report.model import Section, Table
+from harness.report.document import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, clean_text, several_machines
 

@@ -25,6 +25,7 @@ from harness.records.experiment import (
     version_of,
 )
 from harness.report.columns import heading, identity_columns
+from harness.report.document import Section, Table
 from harness.report.machines import (
     default_reference,
     latest_runs,
@@ -32,7 +33,6 @@ from harness.report.machines import (
     ratio_text,
     why_no_row,
 )
-from harness.report.model import Section, Table
 from harness.report.units import Scale, report_scales, with_ci
 from harness.report.view import RecordView, clean_text
 from harness.spec.specs import PRECISIONS

@@ -27,7 +27,7 @@ from harness.records.experiment import (
 )
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Report, Section, Table
+from harness.report.document import Report, Section, Table
 from harness.report.units import Scale, choose_scale
 from harness.report.view import EMULATED, RecordView, clean_text, number
 

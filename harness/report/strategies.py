@@ -8,7 +8,7 @@ from harness.facts.metrics import heading_of
 from harness.records.experiment import fields_of, text, version_of
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Section, Table
+from harness.report.document import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, group
 from harness.spec.specs import KEY_DEFAULTS

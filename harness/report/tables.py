@@ -16,7 +16,7 @@ from harness.facts.metrics import column_metrics, heading_of
 from harness.records.experiment import experiment_key, fields_of, label, text, version_of
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Table
+from harness.report.document import Table
 from harness.report.units import Scale, format_number, report_scales, with_ci
 from harness.report.view import RecordView, clean_text, number, several_machines
 

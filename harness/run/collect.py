@@ -1,5 +1,5 @@
 """Collect a launched run: turn its ranks' raw measurements into metrics, against the peak
-settled before it and, for a run of several ranks, the one-rank run in the store that its
+taken in its preflight and, for a run of several ranks, the one-rank run in the store that its
 scaling efficiency divides by; and note what the ranks say about how they ran."""
 from __future__ import annotations
 

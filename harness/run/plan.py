@@ -10,8 +10,8 @@ import os
 from typing import Any
 
 from harness.core.errors import UsageError
+from harness.run.spec_checks import validate
 from harness.run.suites import Suite
-from harness.run.validate import validate
 from harness.spec.fields import legacy_options, multi_keys
 from harness.spec.specs import (
     COMPILE_MODES,

@@ -18,8 +18,8 @@ from harness.strategies.base import (
     broadcast_from_first,
 )
 from harness.strategies.compression import register_compression
-from harness.strategies.options import OVERLAP, field_option
 from harness.strategies.steps import data_parallel_step
+from harness.strategies.strategy_options import OVERLAP, field_option
 
 # ddp's options are the run fields --bucket-mb and --compression (harness/spec/specs.py), which
 # records kept as spec fields before strategies had options: declared there, read here.

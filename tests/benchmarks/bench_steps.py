@@ -22,7 +22,7 @@ import torch
 from harness.core.errors import UsageError
 from harness.rank.trainer import Trainer
 from harness.run.plan import resolve
-from harness.run.settle import unavailable_reason
+from harness.run.preflight import unavailable_reason
 from harness.spec.specs import RunSpec
 from workloads.flops import count_flops_per_sample
 

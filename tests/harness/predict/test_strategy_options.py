@@ -13,7 +13,7 @@ import pytest
 
 from harness.commands.cli import main
 from harness.core.errors import UsageError
-from harness.predict.model import modelled, parse_option_pairs, step_model
+from harness.predict.scaleout import modelled, parse_option_pairs, step_model
 from harness.run.plan import resolve
 from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES

@@ -14,7 +14,7 @@ from report_records import collective, standard_set, training, write_store
 
 from harness.commands.cli import main
 from harness.records.record import Metric
-from harness.report.model import Table, folded
+from harness.report.document import Table, folded
 
 HARNESS = Path(__file__).resolve().parents[3] / "harness"
 

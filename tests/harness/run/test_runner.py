@@ -15,8 +15,8 @@ from harness.microbench.peak import PeakResult
 from harness.rank import loops
 from harness.records.record import load_record, metric
 from harness.run import runner as runner_module
+from harness.run.preflight import unavailable_reason
 from harness.run.runner import Runner
-from harness.run.settle import unavailable_reason
 from harness.rundir import FAULT_VAR, RankResult
 from harness.spec.specs import RunSpec
 from harness.store.directory import Store
@@ -44,7 +44,7 @@ def fixed_peak(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
 
     from harness.microbench import peak
 
-    monkeypatch.setattr(peak, "peak_for", peak_for)  # what settle's device_peak reads
+    monkeypatch.setattr(peak, "peak_for", peak_for)  # what preflight's device_peak reads
     return asked
 
 

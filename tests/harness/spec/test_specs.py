@@ -6,7 +6,7 @@ import re
 import pytest
 
 from harness.core.errors import UnknownNameError, UsageError
-from harness.run.validate import validate
+from harness.run.spec_checks import validate
 from harness.spec.specs import RunSpec, performance_env
 
 BASE = RunSpec(workload="alexnet", size="tiny", batch_per_rank=8, steps=3, warmup=1)

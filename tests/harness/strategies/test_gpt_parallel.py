@@ -12,7 +12,7 @@ from harness.strategies import STRATEGIES
 from harness.strategies import volumes as v
 from harness.strategies.fsdp import root_parameters
 from harness.strategies.fsdp_tp import local_parameters
-from harness.strategies.pipecut import plan_cut, ties
+from harness.strategies.pipeline_stages import plan_cut, ties
 from harness.strategies.tensor import tp_plan
 
 V, T, D, L = 256, 32, 128, 2  # gpt tiny: vocabulary, positions, width, layers

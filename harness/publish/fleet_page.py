@@ -8,8 +8,8 @@ from typing import Any
 
 from harness.doctor.fleet import fleet, outlier_lines
 from harness.publish.page import e, render_page
+from harness.report.document import Table
 from harness.report.html import render_table
-from harness.report.model import Table
 from harness.spec.kinds import DOCTOR, record_kind
 
 PAGE = "fleet.html"

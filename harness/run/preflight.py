@@ -1,7 +1,7 @@
-"""Settle a planned spec before its ranks start: whether it can run here at all, whether IPEX
-and torch.compile are switched on (harness/run/autocompile.py), and, with --peak cached, the
-peak its MFU is measured against. Everything decided here is decided once, in this process;
-the ranks only carry it out."""
+"""The preflight of a planned spec, before its ranks start: whether it can run here at all,
+whether IPEX and torch.compile are switched on (harness/run/autocompile.py), and, with --peak
+cached, the peak its MFU is measured against. Everything decided here is decided once, in this
+process; the ranks only carry it out."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -14,7 +14,7 @@ from harness.spec.specs import RunSpec
 
 
 @dataclass
-class Settled:
+class Ready:
     """A spec as it will run: the switches decided, why it cannot run (skip), its peak."""
 
     spec: RunSpec
@@ -69,17 +69,17 @@ def _node_devices(spec: RunSpec) -> int:
     return max(1, min(spec.nproc_per_node, seen) if seen else spec.nproc_per_node)
 
 
-def settle(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Settled:
+def preflight(spec: RunSpec, progress: Callable[[str, int, int], None]) -> Ready:
     """The spec with every decision taken that the ranks must not take themselves."""
     reason = unavailable_reason(spec)
     if reason is not None:
-        return Settled(spec, skip=reason)
-    settled = Settled(spec)
+        return Ready(spec, skip=reason)
+    ready = Ready(spec)
     if {spec.compile_mode, spec.ipex_mode} & {"auto", "default"}:
-        progress("settling IPEX and compile", 0, 1)
-        settled.spec, settled.choices = settle_all(spec)
+        progress("deciding IPEX and compile", 0, 1)
+        ready.spec, ready.choices = settle_all(spec)
     if spec.peak == "cached" or spec.backend == "cuda":
         # On a GPU the MFU denominator is always each device's sustained peak; an in-run
         # reading is a burst, recorded beside it (harness/collectors/flops.py).
-        settled.peak = cached_peak(settled.spec)
-    return settled
+        ready.peak = cached_peak(ready.spec)
+    return ready

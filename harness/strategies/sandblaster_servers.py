@@ -35,7 +35,7 @@ from harness.comm.sandblaster import (
 from harness.comm.wire import LOST_CHECK_S, answer_fetch, arrivals, lost_workers, send
 from harness.rundir import LostWorker
 from harness.strategies.lbfgs import NONE, REDUCTIONS, Coordinator, ShardVectors
-from harness.strategies.portions import PortionScheduler
+from harness.strategies.sandblaster_scheduler import PortionScheduler
 
 
 class RemoteShards:
