@@ -1,5 +1,5 @@
 """The gate's power curve from a pool of runs: how often it catches a slowdown of a given size,
-and how often it alarms when nothing changed (tests/benchmarks/bench_gate_power.py makes the
+and how often it alarms when nothing changed (benchmarks/bench_gate_power.py makes the
 pool; tests/harness/compare/test_power.py checks these statistics on synthetic runs).
 
 The pool is one set of invocations of what the gate runs, made once and interleaved in time:

@@ -197,7 +197,7 @@ def test_bench_steps_json_loads_and_compares(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DTBENCH_BENCH_")}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/benchmarks/bench_steps.py", "--benchmark-only",
+        [sys.executable, "-m", "pytest", "benchmarks/bench_steps.py", "--benchmark-only",
          f"--benchmark-json={out}", "-k", "hep_cnn", "-p", "no:cacheprovider", "-q"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

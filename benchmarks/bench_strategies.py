@@ -1,8 +1,8 @@
 """Strategies side by side: per-rank state bytes and peak memory, bytes per step by kind, and
 throughput, each as a ratio to ddp, from runs interleaved round by round in one invocation.
 
-    python tests/benchmarks/bench_strategies.py          # lstm, resnet50; ddp, zero1, fsdp
-    python tests/benchmarks/bench_strategies.py -w alexnet -w lstm \\
+    python benchmarks/bench_strategies.py          # lstm, resnet50; ddp, zero1, fsdp
+    python benchmarks/bench_strategies.py -w alexnet -w lstm \\
         -s ddp -s fsdp -s pipeline -s tensor -s dp-tp --rounds 3
 
 Prints figures and asserts nothing. Runs `dtbench run --repeat R` (round by round: A B C,
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("gradient", "parameter", "activation", "control")
 
 

@@ -1,8 +1,8 @@
 """The pipeline's bubble: measured idle share per stage against GPipe's (p-1)/(m+p-1), for
 2 stages and M = 1, 2, 4, 8 microbatches.
 
-    python tests/benchmarks/bench_bubble.py                 # hep_cnn tiny, batch 16
-    python tests/benchmarks/bench_bubble.py -w alexnet --size small --batch 32
+    python benchmarks/bench_bubble.py                 # hep_cnn tiny, batch 16
+    python benchmarks/bench_bubble.py -w alexnet --size small --batch 32
 
 Prints figures and asserts nothing. The measured bubble is 1 - (stage forward + backward
 time) / schedule time, the mean over the two stages of each rank's mean over steps; on an
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

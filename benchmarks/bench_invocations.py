@@ -1,7 +1,7 @@
 """How far apart fresh invocations of one run fall, beside the interval each one states.
 
-    python tests/benchmarks/bench_invocations.py                  # quick's workloads, 10 each
-    python tests/benchmarks/bench_invocations.py --runs 10 --variant OMP_PROC_BIND=close
+    python benchmarks/bench_invocations.py                  # quick's workloads, 10 each
+    python benchmarks/bench_invocations.py --runs 10 --variant OMP_PROC_BIND=close
 
 Each round runs every workload once, `dtbench run -w W --size small`, each in a fresh process
 (and, with --variant, once more under that environment), so that the variants and workloads
@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ("alexnet", "resnet50", "hep_cnn", "lstm")
 
 

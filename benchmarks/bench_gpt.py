@@ -9,8 +9,8 @@ equal settings is the harness's own overhead (the goal: at least 0.99). Each rou
 measures the GEMM peak afresh, and every variant's MFU is taken against it (counted FLOPs per
 token, workloads/flops.py). Prints figures; asserts nothing (a benchmark).
 
-    python tests/benchmarks/bench_gpt.py --rounds 3 --steps 10
-    python tests/benchmarks/bench_gpt.py --size tiny --rounds 1 --steps 2 --warmup 1   # a check
+    python benchmarks/bench_gpt.py --rounds 3 --steps 10
+    python benchmarks/bench_gpt.py --size tiny --rounds 1 --steps 2 --warmup 1   # a check
 """
 from __future__ import annotations
 
@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.benchmarks.bench_overhead import fresh_peak  # noqa: E402  (one peak probe)
+from benchmarks.bench_overhead import fresh_peak  # noqa: E402  (one peak probe)
 
 
 def bare_loop(args: argparse.Namespace) -> None:

@@ -5,12 +5,12 @@ dtbench did before (the four workloads one after another in one process).
 Each round runs both ways, the order alternating round by round, so drift on a shared
 machine hits both alike: "in-process" is one fresh Python process that trains the quick
 suite's four specs in turn with the rank loop itself (what the runner used to do), "rank
-process" is `Runner.run` for the same specs (settle, launch, collect, record, store).
+process" is `Runner.run` for the same specs (preflight, launch, collect, record, store).
 Prints, per workload, the medians over rounds of throughput and peak memory both ways and
 their ratio. Asserts nothing (a benchmark).
 
-    python tests/benchmarks/bench_execution_path.py --rounds 3
-    python tests/benchmarks/bench_execution_path.py --rounds 2 --steps 10 -w hep_cnn -w lstm
+    python benchmarks/bench_execution_path.py --rounds 3
+    python benchmarks/bench_execution_path.py --rounds 2 --steps 10 -w hep_cnn -w lstm
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.spec.specs import RunSpec  # noqa: E402

@@ -2,7 +2,7 @@
 
 Not collected by a plain `pytest` run (the file is not named test_*.py); run it explicitly:
 
-    python3 -m pytest tests/benchmarks/bench_steps.py --benchmark-only --benchmark-json=out.json
+    python3 -m pytest benchmarks/bench_steps.py --benchmark-only --benchmark-json=out.json
 
 DTBENCH_BENCH_SIZE (tiny|small|full, default tiny), DTBENCH_BENCH_PRECISION (fp32|bf16|fp16,
 default fp32) and DTBENCH_BENCH_BACKEND (cpu|cuda|auto, default cpu) choose the spec. The

@@ -11,7 +11,7 @@ An iteration's time is the slowest rank's; figures are medians after warmup, wit
 nccl-tests' algbw = bytes / time and busbw = algbw x 2(n-1)/n (GB/s, 1e9). Rank 0 prints
 one JSON line per path, then the busbw ratios; asserts nothing (a benchmark).
 
-    mpirun --allow-run-as-root --oversubscribe -n 2 python tests/benchmarks/bench_mpi_allreduce.py
+    mpirun --allow-run-as-root --oversubscribe -n 2 python benchmarks/bench_mpi_allreduce.py
 """
 from __future__ import annotations
 

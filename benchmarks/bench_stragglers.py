@@ -1,8 +1,8 @@
 """One slow worker, side by side: throughput of ddp, ps-sync, ps-async, downpour and hybrid
 with and without a 3x straggler, interleaved in one invocation, and the ratios.
 
-    python tests/benchmarks/bench_stragglers.py                  # hep_cnn small, 2 workers
-    python tests/benchmarks/bench_stragglers.py -w lstm --factor 3 --rounds 2
+    python benchmarks/bench_stragglers.py                  # hep_cnn small, 2 workers
+    python benchmarks/bench_stragglers.py -w lstm --factor 3 --rounds 2
 
 Expectation (the issue's): ddp and ps-sync fall toward the straggler's pace (ratio toward
 1/FACTOR), ps-async, downpour and hybrid (here: two groups of one worker) lose about the
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CASES = [("ddp", 2, ()), ("ps-sync", 3, ()), ("ps-async", 3, ()), ("downpour", 3, ()),
          ("hybrid", 3, ("groups=2",))]
 

@@ -2,7 +2,7 @@
 buckets' allreduces, when each completes, and when backward() returns and the next forward pass
 can start, on two gloo ranks (a five-layer MLP, one bucket a layer).
 
-    python tests/benchmarks/bench_ddp_bucket_order.py [--steps 3]
+    python benchmarks/bench_ddp_bucket_order.py [--steps 3]
 
 Prints, for each step on rank 0, the buckets in launch order (the layers each holds), and
 whether backward() returned only after the last bucket's allreduce had completed: if it did,

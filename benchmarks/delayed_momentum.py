@@ -9,7 +9,7 @@ version old). No timing, no randomness: a linear-algebra table behind the accoun
 docs/measurements/strategies.md of why the asynchronous rules lose stability at the workload's
 momentum of 0.9.
 
-    python tests/benchmarks/delayed_momentum.py
+    python benchmarks/delayed_momentum.py
 """
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ and link). Then the validation itself: predicted against measured step time with
 90% interval and the coverage, and the predicted order of every pair of strategies in a cell
 against the measured order wherever the measured difference exceeds the between-run spread.
 
-    python tests/benchmarks/bench_ranking.py --plan                 # the commands, the time
-    python tests/benchmarks/bench_ranking.py STORE                   # measure, then validate
-    python tests/benchmarks/bench_ranking.py STORE --no-two-hosts    # one node only
-    python tests/benchmarks/bench_ranking.py STORE --validate-only   # read STORE again
+    python benchmarks/bench_ranking.py --plan                 # the commands, the time
+    python benchmarks/bench_ranking.py STORE                   # measure, then validate
+    python benchmarks/bench_ranking.py STORE --no-two-hosts    # one node only
+    python benchmarks/bench_ranking.py STORE --validate-only   # read STORE again
 
 The two-host part needs root, iproute2 and tc (tests/distributed/netns.py): one rank (2
 ranks) or two ranks (4 ranks) a namespace, torchrun + gloo, the veth capped by `tc tbf` at
@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -71,7 +71,7 @@ def two_host_jobs(args: argparse.Namespace) -> list[list[str]]:
 
 def two_hosts(store: str, args: argparse.Namespace) -> None:
     """Every two-host job across the namespaces, the link capped at args.rate."""
-    sys.path.insert(0, str(ROOT / "tests" / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_predict import over_two_hosts
 
     over_two_hosts(store, [(args.rate, words) for words in two_host_jobs(args)], 29700)

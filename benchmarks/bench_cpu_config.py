@@ -9,7 +9,7 @@ drift on a shared host touches all alike. Each line is its median step as a rati
 fastest; first-step (compile, IPEX rewrite) and warm-up seconds are shown apart. Prints
 figures and asserts nothing (a benchmark).
 
-    python tests/benchmarks/bench_cpu_config.py --ipex-python /opt/ipex/bin/python \\
+    python benchmarks/bench_cpu_config.py --ipex-python /opt/ipex/bin/python \\
         --out results/cpu-config
 
 `dtbench` is what `dtbench run` trains with no options: channels_last, the tuned allocator,
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ("dtbench", "eager", "compile", "ipex", "dtbench-ipex")
 NEEDS_IPEX = ("ipex", "dtbench-ipex")
 MAX_WARMUP = 25
@@ -282,7 +282,7 @@ def main() -> int:
         args.out.with_suffix(".json").write_text(json.dumps(body, indent=1, default=str) + "\n")
         header = (f"# Best CPU configuration\n\nMachine: {machine.get('cpu_model')} (family "
                   f"{machine.get('cpu_family')}, model {machine.get('cpu_model_number')}), "
-                  f"{os.cpu_count()} CPUs. `python tests/benchmarks/bench_cpu_config.py "
+                  f"{os.cpu_count()} CPUs. `python benchmarks/bench_cpu_config.py "
                   f"--ipex-python VENV/bin/python --decide --rounds {args.rounds} --steps "
                   f"{args.steps}` ({args.size} "
                   "presets); each line's median step as a ratio to the fastest of its "

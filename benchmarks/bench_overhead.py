@@ -11,8 +11,8 @@ dtbench runs of that round then use), and every variant's MFU is taken against i
 shared host the GEMM rate drifts by a third within hours, so a peak cached in a slow hour
 would flatter MFU and one cached in a fast hour would understate it.
 
-    python tests/benchmarks/bench_overhead.py --rounds 2 --steps 20
-    python tests/benchmarks/bench_overhead.py --precision bf16 --batch-size 32 --steps 8 --mfu
+    python benchmarks/bench_overhead.py --rounds 2 --steps 20
+    python benchmarks/bench_overhead.py --precision bf16 --batch-size 32 --steps 8 --mfu
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def bare(args: argparse.Namespace, tuned: bool) -> float:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "tests/benchmarks/bare_loop.py"), "--batch-size",
+        [sys.executable, str(ROOT / "benchmarks/bare_loop.py"), "--batch-size",
          str(args.batch_size), "--steps", str(args.steps), "--warmup", str(args.warmup),
          "--threads", str(args.threads), "--precision", args.precision,
          *(["--malloc-tuning"] if tuned else [])],

@@ -1,6 +1,6 @@
 """Time `dtbench report` and `dtbench compare` on pytest-benchmark files of many rounds.
 
-    python tests/benchmarks/bench_large_inputs.py [--rounds 100000]
+    python benchmarks/bench_large_inputs.py [--rounds 100000]
 
 Prints seconds per command; the goal is well under 10 s at 100,000 rounds on 2 cores.
 """
@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "harness" / "compare"))
 

@@ -19,10 +19,10 @@ budget, and --evaluate-only decides gates from what DIR holds. A round of the sh
 configuration is 8 invocations of about 100 s on a 2-core VM: 10 rounds (40 same-commit
 invocations, 10 per slowdown) take about 2.5 hours.
 
-    python tests/benchmarks/bench_gate_power.py --keep power-shipped --rounds 10 --budget-hours 3
-    python tests/benchmarks/bench_gate_power.py --keep power-shipped --evaluate-only \\
+    python benchmarks/bench_gate_power.py --keep power-shipped --rounds 10 --budget-hours 3
+    python benchmarks/bench_gate_power.py --keep power-shipped --evaluate-only \\
         --gate history --gate interleaved:1 --gate interleaved:3
-    python tests/benchmarks/bench_gate_power.py --keep power-short --rounds 10 \\
+    python benchmarks/bench_gate_power.py --keep power-short --rounds 10 \\
         --run "quick --repeat 9 --max-time 4" --gate history --gate interleaved:3
 
 Prints figures, asserts nothing; run it alone on a quiet machine.
@@ -42,12 +42,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_false_alarms import cpu, dtbench, records_in  # noqa: E402
 from harness.compare import power  # noqa: E402
 from harness.compare.gate import GATE_RUN  # noqa: E402
-from tests.benchmarks.bench_false_alarms import cpu, dtbench, records_in  # noqa: E402
 
 PLAN, MANIFEST = "plan.json", "manifest.jsonl"
 

@@ -1,9 +1,9 @@
 """The validation table of `dtbench predict`: every measured multi-rank run in a store beside
 its prediction from the store's own calibration records, with the error and what made it.
 
-    python tests/benchmarks/bench_predict.py results/predict            # predict only
-    python tests/benchmarks/bench_predict.py STORE --make               # measure first (~25 min)
-    python tests/benchmarks/bench_predict.py STORE --write STORE/validation.md
+    python benchmarks/bench_predict.py results/predict            # predict only
+    python benchmarks/bench_predict.py STORE --make               # measure first (~25 min)
+    python benchmarks/bench_predict.py STORE --write STORE/validation.md
 
 --make runs, one after another, what the table needs on one machine:
 - one node: hep_cnn and lstm (small) on 1 and 2 ranks over gloo and MPI, the single-rank runs
@@ -31,14 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 OPS = "allreduce,allgather,reducescatter,broadcast"
 DTBENCH = [sys.executable, "-m", "harness"]
 RATES = (None, "1gbit", "200mbit", "50mbit")
-PUBLISHED = "python tests/benchmarks/bench_predict.py results/predict --write " \
+PUBLISHED = "python benchmarks/bench_predict.py results/predict --write " \
             "results/predict/validation.md"
 
 

@@ -2,8 +2,8 @@
 workload's default global batch (1x) and at 8x it, with plain SGD at the small batch's rate
 and with the large-batch options (--lr-scaling, --warmup-epochs, --optimizer lars).
 
-    python tests/benchmarks/bench_large_batch.py                 # hep_cnn tiny, seeds 0 1 2
-    python tests/benchmarks/bench_large_batch.py -w lstm --seeds 0 1
+    python benchmarks/bench_large_batch.py                 # hep_cnn tiny, seeds 0 1 2
+    python benchmarks/bench_large_batch.py -w lstm --seeds 0 1
 
 One rank; 8x is one rank's batch 8x larger, the same arithmetic as 8 data-parallel ranks at
 the default batch (no batch normalisation in these models). Prints the table of
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # (label, batch multiple, extra run options); WARM is --warmup-epochs, ETA --lars-eta
 VARIANTS = [
     ("SGD", 1, ()),

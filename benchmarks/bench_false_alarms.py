@@ -5,8 +5,8 @@ idles the rank (FACTOR - 1) x its forward and backward time every step), each co
 a normal run: every exit 1 is a slowdown caught. Prints the rates, the alarms' lines, the
 spread of the run-to-run ratios and the slowdown actually injected; writes them as JSON.
 
-    python tests/benchmarks/bench_false_alarms.py                        # 11 runs, 55 pairs
-    python tests/benchmarks/bench_false_alarms.py --runs 12 --run-args "quick --steps 20"
+    python benchmarks/bench_false_alarms.py                        # 11 runs, 55 pairs
+    python benchmarks/bench_false_alarms.py --runs 12 --run-args "quick --steps 20"
 
 The default measures what .github/workflows/benchmark.yml runs. Prints figures, asserts
 nothing; run it alone (it is a benchmark: nothing else on the machine).
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_ARGS = "quick --repeat 3"
 MATCH_WITHOUT_STRAGGLER = "workload,backend,comm,launcher,precision,size,mode,world_size"
 

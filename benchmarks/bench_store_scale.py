@@ -2,8 +2,8 @@
 directory store (SQLite index) and in a PostgreSQL server: seconds and peak memory (max RSS)
 of each command, each in a process of its own. The goal is under 30 s and 2 GiB each.
 
-    python tests/benchmarks/bench_store_scale.py                    # 100,000 records
-    python tests/benchmarks/bench_store_scale.py --records 20000 --no-postgres
+    python benchmarks/bench_store_scale.py                    # 100,000 records
+    python benchmarks/bench_store_scale.py --records 20000 --no-postgres
 
 The records are copies of a real training record of results/ (the median-sized successful
 one), spread as a fleet's history would be: MACHINES machines x commits x 20 experiments
@@ -26,10 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # infrastructure.py, which test_pgstore imports
-sys.path.insert(0, str(ROOT / "tests" / "harness" / "records"))
+sys.path.insert(0, str(ROOT / "tests"))  # postgres.py: the throwaway server of the tests
 
 MACHINES, EXPERIMENTS, REPEATS = 10, 20, 5
 WORKLOADS = ("alexnet", "hep_cnn", "lstm", "resnet50")
@@ -156,7 +155,7 @@ def commands(store: str, root: Path, cand: Path, name: str) -> None:
 
 def postgres(root: Path, store: Path) -> tuple[Any, str] | None:
     try:
-        from test_pgstore import PASSWORD, ROLE, Server
+        from postgres import PASSWORD, ROLE, Server
     except Exception as exc:  # noqa: BLE001 - any reason PostgreSQL cannot be used here
         print(f"PostgreSQL skipped: {exc}")
         return None

@@ -4,8 +4,8 @@ prints each setting's median step time, the time from a step's fetch to its firs
 forward (`phase_forward_start`: the next step's start) and the time the forward waited for
 later pieces (`phase_pull_wait`).
 
-    python tests/benchmarks/bench_priority.py                        # alexnet tiny, 100mbit
-    python tests/benchmarks/bench_priority.py -w alexnet --rate 1gbit --steps 20 --rounds 3
+    python benchmarks/bench_priority.py                        # alexnet tiny, 100mbit
+    python benchmarks/bench_priority.py -w alexnet --rate 1gbit --steps 20 --rounds 3
 
 Needs root, iproute2 and tc (tests/distributed/netns.py). The worker is node 0 (namespace a),
 the server node 1 (namespace b), started by torchrun over gloo, one thread each. The peak
@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.distributed.netns import netns_pair, two_nodes  # noqa: E402

@@ -3,7 +3,7 @@
 different times), with the data-wait share of each; then `dtbench data bench`'s curve of the
 pipeline alone. Prints figures, asserts nothing.
 
-    python tests/benchmarks/bench_input_pipeline.py [--rounds 3] [--steps 20] [--keep DIR]
+    python benchmarks/bench_input_pipeline.py [--rounds 3] [--steps 20] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = (("synthetic", None), ("JPEG folder, 0 workers", 0), ("JPEG folder, 1 worker", 1),
             ("JPEG folder, 2 workers", 2))
 

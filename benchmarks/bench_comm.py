@@ -1,6 +1,6 @@
 """`dtbench comm` against bare collectives at 4 MiB, 2 ranks, side by side, alternating.
 
-    python tests/benchmarks/bench_comm.py --rounds 3
+    python benchmarks/bench_comm.py --rounds 3
 
 gloo: dtbench comm (torchrun) vs a bare torch.distributed loop (torchrun);
 mpi: dtbench comm (mpirun, the mpi4py process group) vs bare mpi4py Allreduce (mpirun).
@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-BARE = str(ROOT / "tests/benchmarks/bare_allreduce.py")
+ROOT = Path(__file__).resolve().parents[1]
+BARE = str(ROOT / "benchmarks/bare_allreduce.py")
 
 
 def mpirun() -> list[str]:
