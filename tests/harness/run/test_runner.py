@@ -165,7 +165,7 @@ def test_the_cached_peak_is_settled_before_the_launch(
     monkeypatch.setattr(runner_module, "launch", launch)
     record = Runner(store).run(spec).record
     assert record["status"] == "success", record["error"]
-    ((backend, _, precision, threads),) = fixed_peak
+    ((backend, _, precision, threads, *_),) = fixed_peak  # peak_for's device and backend follow
     assert (backend, precision, threads) == ("cpu", "fp32", 2)  # two ranks of one thread
     peak = metric(record, "peak_flops")
     assert peak["value"] == PEAK.flops and peak["peak_source"] == "cached"
