@@ -8,7 +8,7 @@ import torch
 
 from backends import numa, nvml
 from backends.base import COMPUTE_BACKENDS, Availability, ComputeBackend, StepTimer
-from harness.core.spec import PRECISIONS
+from harness.spec.specs import PRECISIONS
 
 
 class CUDAEventTimer(StepTimer):

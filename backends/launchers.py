@@ -20,7 +20,7 @@ from functools import cache
 from backends.base import LAUNCHERS, Availability, Launcher, killed_by_cause
 from backends.numa import BOUND_BY_VAR
 from harness.core.errors import UsageError
-from harness.core.spec import LaunchOptions, RunSpec
+from harness.spec.specs import LaunchOptions, RunSpec
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ def _gpu_reason() -> str | None:
 
 
 def _spec(**changes: Any) -> Any:
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
 
     base = RunSpec(workload="hep_cnn", size="small", backend="cuda", precision="bf16",
                    batch_per_rank=256, steps=30, warmup=3, target_ci=2.0, max_time=3.0,

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.files import write_atomic
-from harness.core.kinds import spec_of
-from harness.core.spec import PERF_ENV_PREFIXES, CommSpec, RunSpec
+from harness.spec.kinds import spec_of
+from harness.spec.specs import PERF_ENV_PREFIXES, CommSpec, RunSpec
 
 RUN_ID_VAR = "DTBENCH_RUN_ID"
 SPEC_VAR = "DTBENCH_SPEC_JSON"

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("harness", "backends", "workloads")
 MAX_MODULE_LINES = 420  # "about 400": a module past it is usually two ideas
 # The one module that reads a record's `task` and says what follows from it.
-KINDS_MODULE = "harness/core/kinds.py"
+KINDS_MODULE = "harness/spec/kinds.py"
 
 
 def test_import_linter_contracts_are_kept() -> None:
@@ -104,7 +104,7 @@ def task_comparisons(source: str) -> list[int]:
 
 
 def test_only_the_kinds_module_compares_a_records_task() -> None:
-    """What a record is follows from its kind (harness/core/kinds.py: kind_of(spec)), not
+    """What a record is follows from its kind (harness/spec/kinds.py: kind_of(spec)), not
     from a test of the `task` string in each reader."""
     found = {str(path.relative_to(ROOT)): lines
              for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.commands.cli import build_parser
-from harness.core.metrics import CATALOGUE, PER_RECORD, metric_info
+from harness.facts.metrics import CATALOGUE, PER_RECORD, metric_info
 from harness.strategies import STRATEGIES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +127,7 @@ def test_the_run_options_table_is_the_declarations() -> None:
     """docs/spec/command-line.md's `run` table is generated from the run-field declaration:
     every option, its spelling and its text come from there, so none is missing or stale."""
     from harness.commands.run import registry_choices, run_options
-    from harness.core.fields import options_table
+    from harness.spec.fields import options_table
 
     table = options_table(run_options(), registry_choices())
     text = (DOCS / "spec" / "command-line.md").read_text()
@@ -201,7 +201,7 @@ def _documented_metrics() -> list[tuple[str, str, str]]:
 
 
 def test_the_metric_docs_and_the_catalogue_agree() -> None:
-    """Every documented metric is in the catalogue (harness/core/metrics.py) with the unit and
+    """Every documented metric is in the catalogue (harness/facts/metrics.py) with the unit and
     direction the docs give it, and every catalogued metric is documented."""
     rows = _documented_metrics()
     assert len(rows) > 50
@@ -214,7 +214,7 @@ def test_the_metric_docs_and_the_catalogue_agree() -> None:
         if (info.unit or PER_RECORD, info.better or PER_RECORD) != (unit, better):
             wrong.append(f"{name}: docs say {unit}, {better}; the catalogue "
                          f"{info.unit or PER_RECORD}, {info.better or PER_RECORD}")
-    assert not wrong, "docs/spec/metrics.md and harness/core/metrics.py disagree: " + \
+    assert not wrong, "docs/spec/metrics.md and harness/facts/metrics.py disagree: " + \
         "; ".join(wrong)
     documented = {name.rstrip("*") for name, _, _ in rows}
     missing = [info.name for info in CATALOGUE if info.name not in documented]
@@ -224,14 +224,15 @@ def test_the_metric_docs_and_the_catalogue_agree() -> None:
 def test_every_strategy_and_option_is_documented() -> None:
     """The options table of docs/spec/strategies.md is the one the strategy classes declare:
     every strategy, option, default, alias, bound and predict-only assumption."""
-    from harness.strategies.options import options_markdown
+    from harness.strategies.strategy_options import options_markdown
 
     text = (DOCS / "spec" / "strategies.md").read_text()
     start = text.index("| strategy | option |")
     documented = text[start:text.index("\n\n", start) + 1]
     declared = options_markdown((name, STRATEGIES.get(name).options)
                                 for name in STRATEGIES.names())
-    assert documented == declared, "regenerate the table with strategies.options.options_markdown"
+    assert documented == declared, \
+        "regenerate the table with harness.strategies.strategy_options.options_markdown"
     assert all(f"| `{name}` |" in documented for name in STRATEGIES.names())
 
 
@@ -265,7 +266,7 @@ def test_what_runs_where_matches_every_strategys_declarations() -> None:
     """docs/guide/strategies.md's table of strategy x backend is the declarations, and every
     'no' is refused by the planner with the reason the table gives."""
     from harness.core.errors import UsageError
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
 
     text = (ROOT / "docs" / "guide" / "strategies.md").read_text()
     rows = {}

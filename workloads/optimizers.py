@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from harness.core.errors import UsageError
-from harness.core.spec import LARS_ETA, LR_SCALINGS, OPTIMIZERS
+from harness.spec.specs import LARS_ETA, LR_SCALINGS, OPTIMIZERS
 
 
 def scaled_lr(lr: float, rule: str, ratio: float) -> float:

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.registry import Registry
-from harness.core.spec import RunSpec
 from harness.records.record import Metric
 from harness.records.record import measured as measured  # noqa: F401  (the collectors' spelling)
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 
 @dataclass

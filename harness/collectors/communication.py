@@ -8,7 +8,7 @@ import statistics
 from typing import Any
 
 from harness.collectors.base import CollectContext, collector, measured
-from harness.core.traffic import WIRE_VERIFIED
+from harness.facts.traffic import WIRE_VERIFIED
 from harness.records.record import Metric
 
 KINDS = ("gradient", "parameter", "activation", "control")
@@ -56,7 +56,7 @@ def communication(context: CollectContext) -> list[Metric]:
     common: dict[str, Any] = {
         "counted": "at each collective or send call of the rank's process group; a "
                    "collective's wire bytes are this rank's share under the algorithm the "
-                   f"{comm} backend runs (harness/core/traffic.wire_bytes)",
+                   f"{comm} backend runs (harness/facts/traffic.wire_bytes)",
         "wire_formula_verified": comm in WIRE_VERIFIED,
         "roles": [r.role for r in ranks]}
     if comm == "nccl":

@@ -174,7 +174,7 @@ def _spec_sheet_mfu(context: CollectContext, rate: float | None, achieved: Any,
     """The achieved rate over the devices' datasheet dense peak in the run's precision (fp32
     on CUDA: TF32), beside the measured-peak MFU; nothing for a device the table does not
     know, nor for a CPU (its peak is only estimated)."""
-    from harness.core.datasheets import datasheet_for
+    from harness.facts.datasheets import datasheet_for
 
     spec = context.spec
     if rate is None or spec.backend != "cuda" or not context.ranks:

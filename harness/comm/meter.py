@@ -5,7 +5,7 @@ functional collectives, pipelining's send/recv, a parameter server's own message
 
 For each call the wrapper keeps two figures: the payload (the bytes of the tensors the caller
 handed to the collective, measured here) and the bytes this rank puts on the wire, which follow
-from the algorithm the backend runs for that collective (harness/core/traffic.wire_bytes:
+from the algorithm the backend runs for that collective (harness/facts/traffic.wire_bytes:
 verified at the socket for gloo and MPI; exact for point-to-point). Traffic outside the
 training steps (set-up, evaluation, the stop decision, result gathering) is filed apart under
 its phase (`meter.outside(phase)`), never in a step's count. Each call is filed under a kind
@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from harness.comm.inner import COUNTED
 from harness.comm.p2p import install_batched_p2p
-from harness.core.traffic import wire_bytes
+from harness.facts.traffic import wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
 DEFAULT_KINDS = {"allreduce": "gradient", "reducescatter": "gradient", "allgather": "parameter",

@@ -49,7 +49,7 @@ _LAUNCHER_ENV = (
 # Open MPI's tuned component picks each collective's algorithm by message size and rank count
 # (measured on the loopback of a network namespace, 4 MiB at 3 ranks: its allreduce sent
 # 1.5 x S per rank where a ring sends 1.33 x S). dtbench's ranks ask it for the ring
-# algorithms, the bandwidth-optimal volumes that harness/core/traffic.py counts and that
+# algorithms, the bandwidth-optimal volumes that harness/facts/traffic.py counts and that
 # gloo and NCCL run, so every backend's bytes follow one verified formula; a user's own
 # setting of any of these variables wins (and its bytes are then the formula's, unverified).
 OPEN_MPI_RING_ALGORITHMS = {
@@ -284,7 +284,7 @@ class MPIProcessGroup(dist.ProcessGroup):
         send = _reduction_buffer(input)
         recv = _reduction_buffer(output)
         # MPI_Reduce_scatter rather than _block: Open MPI's tuned component has a ring for it
-        # (the bandwidth-optimal volume that harness/core/traffic.py counts; see
+        # (the bandwidth-optimal volume that harness/facts/traffic.py counts; see
         # OPEN_MPI_RING_ALGORITHMS), none for the block variant.
         counts = [output.numel()] * self._world_size
         self._comm.Reduce_scatter(self._typed(send), self._typed(recv), counts, mpi_op)

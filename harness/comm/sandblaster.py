@@ -1,6 +1,6 @@
 """Sandblaster's wire protocol (harness/strategies/sandblaster.py), over torch.distributed
 point-to-point like the parameter server's (what the two share is said in wire.py); its
-serving loops are harness/strategies/sandserve.py.
+serving loops are harness/strategies/sandblaster_servers.py.
 
 Every message starts with a header of HEADER.words float64 words (integers below 2**53 are
 exact): [operation, step, three operands, a fourth, 0, a scalar].

@@ -16,7 +16,6 @@ from harness.commands.options import (
     write_json,
 )
 from harness.core.errors import RunFailed, SkipRun, UsageError, status_of
-from harness.core.spec import CommSpec, performance_env
 from harness.core.text import one_line, render_table, size_label
 from harness.machine.fingerprint import (
     harness_info,
@@ -29,6 +28,7 @@ from harness.records.record import Metric, build_record, measured, new_run_id, u
 from harness.run.guard import check_rendezvous, check_threads
 from harness.run.progress import Progress
 from harness.run.supervisor import Supervisor
+from harness.spec.specs import CommSpec, performance_env
 from harness.store.targets import destination, open_writer
 
 

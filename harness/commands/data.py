@@ -15,8 +15,8 @@ from typing import Any
 
 from harness.commands.options import Parser, add_json_option, json_target, positive_int, write_json
 from harness.core.errors import EXIT_OK, UsageError
-from harness.core.fields import count_list
-from harness.core.spec import SIZES
+from harness.spec.fields import count_list
+from harness.spec.specs import SIZES
 
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 

@@ -12,7 +12,7 @@ from harness.commands.options import (
     positive_int,
 )
 from harness.core.errors import EXIT_OK
-from harness.core.spec import SIZES
+from harness.spec.specs import SIZES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ from harness.commands.options import non_negative_int, positive_int
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from harness.compare.gate import BASES, GATE_RUN
-    from harness.core.fields import positive_float
+    from harness.spec.fields import positive_float
 
     parser.add_argument("action", nargs="?", choices=("record",), metavar="record",
                         help="run the benchmarks into the history store (a push to the target "

@@ -33,7 +33,7 @@ def check_metric(name: str, records: list[dict[str, Any]]) -> None:
     """A metric neither catalogued nor held by any record is a misspelling (exit 2, naming the
     metrics the records hold), not a history with nothing in it (exit 3)."""
     from harness.core.errors import UsageError, unknown_name
-    from harness.core.metrics import CATALOGUE, metric_info
+    from harness.facts.metrics import CATALOGUE, metric_info
 
     held = sorted({str(metric["name"]) for record in records
                    for metric in record.get("metrics") or []

@@ -15,10 +15,10 @@ from harness.commands.options import (
 )
 from harness.core.errors import UsageError
 from harness.core.interrupts import Interrupted
-from harness.core.spec import PRECISIONS
 from harness.core.text import render_table
 from harness.microbench.kernels.sets import DEFAULT_SET, SETS, KernelSet, get_set
 from harness.run.progress import Progress
+from harness.spec.specs import PRECISIONS
 from harness.store.targets import destination, open_writer
 
 

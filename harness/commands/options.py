@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from harness.core.errors import UsageError, did_you_mean
-from harness.core.fields import add_options, declared_fields
-from harness.core.fields import int_list as int_list
-from harness.core.fields import non_negative_int as non_negative_int
-from harness.core.fields import positive_int as positive_int
 from harness.core.files import check_output_file
 from harness.core.outputs import JSON_STDOUT as STDOUT
 from harness.core.outputs import json_output
 from harness.core.outputs import write_json as write_json
 from harness.core.secrets import mask
-from harness.core.spec import LaunchOptions
+from harness.spec.fields import add_options, declared_fields
+from harness.spec.fields import int_list as int_list
+from harness.spec.fields import non_negative_int as non_negative_int
+from harness.spec.fields import positive_int as positive_int
+from harness.spec.specs import LaunchOptions
 from harness.store.targets import STORE_DIR, STORE_VAR, default_store
 from harness.store.url import is_store_url
 
@@ -261,7 +261,7 @@ def add_output_options(parser: argparse.ArgumentParser, what: str = "the records
 def add_launch_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """Where a multi-node run's ranks meet and how long they may be silent: the options of
     `run` and `comm` that say how ranks start, not what is measured. They are LaunchOptions'
-    declared fields (harness/core/spec.py): flag, help and default written there once."""
+    declared fields (harness/spec/specs.py): flag, help and default written there once."""
     group = parser.add_argument_group("launch")
     add_options(group, declared_fields(LaunchOptions))
     return group

@@ -13,7 +13,7 @@ from harness.commands.options import (
     write_json,
 )
 from harness.core.errors import EXIT_OK, UsageError
-from harness.core.spec import PRECISIONS
+from harness.spec.specs import PRECISIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

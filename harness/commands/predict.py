@@ -18,8 +18,8 @@ from harness.commands.options import (
     int_list,
     positive_int,
 )
-from harness.core.spec import PRECISIONS, SIZES
 from harness.predict.command import DEFAULT_RANKS
+from harness.spec.specs import PRECISIONS, SIZES
 
 
 def _rate(text: str) -> float:

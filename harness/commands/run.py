@@ -16,16 +16,7 @@ from harness.commands.options import (
     write_json,
 )
 from harness.core.errors import EXIT_FAILED, EXIT_NOTHING_RAN, EXIT_OK, UsageError
-from harness.core.fields import (
-    RunField,
-    add_options,
-    commit_name,
-    declared_fields,
-    machine_name,
-    option_keys,
-)
 from harness.core.interrupts import Interrupted
-from harness.core.spec import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.records.provenance import Provenance
 from harness.run.guard import check_all, check_rendezvous
 from harness.run.plan import MULTI_KEYS, plan_runs
@@ -33,6 +24,15 @@ from harness.run.progress import Progress
 from harness.run.runner import Runner
 from harness.run.suites import load_suite
 from harness.run.summary_table import precision_warnings, summary_table
+from harness.spec.fields import (
+    RunField,
+    add_options,
+    commit_name,
+    declared_fields,
+    machine_name,
+    option_keys,
+)
+from harness.spec.specs import RUN_FIELDS, LaunchOptions, RunSpec, run_fields
 from harness.store.targets import destination, open_writer
 
 # The run options of the command line (launch options apart).

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.compare.matching import fields_key
 from harness.core.errors import UsageError
-from harness.core.metrics import VALUE, compare_role
+from harness.facts.metrics import VALUE, compare_role
 from harness.records.experiment import experiment_key
 from harness.records.summary import label_of as machine_of
 

@@ -27,8 +27,8 @@ from harness.core.errors import (
     EXIT_OK,
     UsageError,
 )
-from harness.core.machine_load import is_busy
 from harness.core.outputs import clean_text, terminal_text
+from harness.machine.load import is_busy
 from harness.store.sources import load_inputs
 from harness.store.url import is_store_url, redact
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from harness.core.fields import store_columns
-from harness.core.spec import RUN_FIELDS
 from harness.core.stats import bootstrap_ratio_ci, mann_whitney_p
 from harness.records.experiment import distinct_labels, experiment_key, machine_of, version_of
 from harness.records.record import metric as find_metric
 from harness.records.summary import SPEC_SUMMARY
+from harness.spec.fields import store_columns
+from harness.spec.specs import RUN_FIELDS
 
 MIN_EFFECT = 0.05
 ALPHA = 0.01

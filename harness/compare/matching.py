@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.kinds import kind_of, plain, spec_value
 from harness.core.outputs import clean_text
-from harness.core.spec import NOT_IN_KEY
 from harness.records.experiment import APART_FIELDS, experiment_key, latest, machine_of
+from harness.spec.kinds import kind_of, plain, spec_value
+from harness.spec.specs import NOT_IN_KEY
 
 # Spec fields that never make two runs different experiments.
 NOT_IDENTITY = frozenset(NOT_IN_KEY) - frozenset(APART_FIELDS)
@@ -21,7 +21,7 @@ NOT_IDENTITY = frozenset(NOT_IN_KEY) - frozenset(APART_FIELDS)
 
 def fields_key(record: dict[str, Any], match_on: tuple[str, ...] | None = None
                ) -> tuple[str, ...]:
-    """The spec's identity as its kind states it (harness/core/kinds.py: a training record's
+    """The spec's identity as its kind states it (harness/spec/kinds.py: a training record's
     by the rule of its spec_key; a collective's common fields, its op and largest message; a
     kernel's common fields, its kernel, pass, algorithm and threads), or only `match_on`."""
     spec = record["spec"]

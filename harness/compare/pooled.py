@@ -6,9 +6,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core import metrics as catalogue
 from harness.core.outputs import clean_text
 from harness.core.stats import finite_samples
+from harness.facts import metrics as catalogue
 from harness.records.definitions import center
 
 

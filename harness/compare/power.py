@@ -1,5 +1,5 @@
 """The gate's power curve from a pool of runs: how often it catches a slowdown of a given size,
-and how often it alarms when nothing changed (tests/benchmarks/bench_gate_power.py makes the
+and how often it alarms when nothing changed (benchmarks/bench_gate_power.py makes the
 pool; tests/harness/compare/test_power.py checks these statistics on synthetic runs).
 
 The pool is one set of invocations of what the gate runs, made once and interleaved in time:
@@ -28,9 +28,9 @@ from typing import Any
 
 from harness.compare.baseline import HISTORY_RUNS, select_baseline
 from harness.compare.command import Verdict, judge
-from harness.core.fields import spec_key
-from harness.core.spec import RUN_FIELDS
 from harness.records.record import metric as find_metric
+from harness.spec.fields import spec_key
+from harness.spec.specs import RUN_FIELDS
 
 SLOWDOWNS = (2.0, 3.0, 5.0, 10.0)
 TARGET_BRANCH = "main"

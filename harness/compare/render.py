@@ -14,10 +14,10 @@ from typing import Any
 
 from harness.compare.matching import SpecGroup
 from harness.compare.rows import IMPROVED, Comparison, ComparisonRow
-from harness.core import metrics as catalogue
-from harness.core.kinds import TRAINING, record_kind
 from harness.core.outputs import clean_text, markdown_text
+from harness.facts import metrics as catalogue
 from harness.records.experiment import label
+from harness.spec.kinds import TRAINING, record_kind
 
 WIDTH = 120
 HEADER = ("experiment", "metric", "baseline", "candidate", "ratio", "95% interval", "runs",

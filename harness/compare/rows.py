@@ -11,14 +11,14 @@ import numpy as np
 
 from harness.compare.matching import SpecGroup, match_specs
 from harness.compare.pooled import pool_metrics
-from harness.core import metrics as catalogue
-from harness.core.kinds import record_kind
 from harness.core.stats import ALPHA, RatioTest, holm_survivors, ratio_of
+from harness.facts import metrics as catalogue
 from harness.records.definitions import OVER_MEDIAN_STEP, center
 from harness.records.experiment import experiment_key
 from harness.records.record import finite_json
+from harness.spec.kinds import record_kind
 
-# From one run a side a metric the catalogue gates by its value (harness/core/metrics.py:
+# From one run a side a metric the catalogue gates by its value (harness/facts/metrics.py:
 # VALUE) counts only beyond SINGLE_RUN_LIMIT_PCT (identical one-rank runs of lstm small peaked
 # at 0.99 and 1.21 GiB on a 2-core VM: 22% apart); with MIN_RUNS runs a side it is tested like
 # any sample.

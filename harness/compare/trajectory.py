@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.compare.rounding import Bound, rounding_bound
 from harness.core.errors import UsageError
-from harness.core.spec import KEY_DEFAULTS
+from harness.spec.specs import KEY_DEFAULTS
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def compute_checks(backend: str, machine: Mapping[str, Any], precisions: tuple[s
     estimate (CPUs), then the copy bandwidth against the datasheet's memory bandwidth. `measure`
     gives a PeakResult for a precision (harness/microbench/peak.measure_peak); `prefix` names
     the device ("gpu3_") where each GPU of the node is checked."""
-    from harness.core.datasheets import cpu_peak_estimate, datasheet_for
+    from harness.facts.datasheets import cpu_peak_estimate, datasheet_for
     from harness.machine.names import microarchitecture
 
     checks: list[NodeCheck] = []

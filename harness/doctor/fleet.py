@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.kinds import DOCTOR, record_kind
+from harness.spec.kinds import DOCTOR, record_kind
 
 MAD_SCALE = 1.4826
 MAD_LIMIT = 3.5  # the modified z-score of Iglewicz and Hoaglin (1993)

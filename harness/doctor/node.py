@@ -30,9 +30,9 @@ def collective_busbw(comm: str, nproc: int, run_id: str, sizes: tuple[int, ...]
     through the same launch as `dtbench comm`; (None, why) where it did not run."""
     from backends import first_unavailable
     from harness.core.errors import RunFailed, SkipRun
-    from harness.core.spec import CommSpec, LaunchOptions
     from harness.microbench.collectives import fold
     from harness.run.supervisor import Supervisor
+    from harness.spec.specs import CommSpec, LaunchOptions
 
     launcher = "mpirun" if comm == "mpi" else "local"
     missing = first_unavailable([("comm", comm), ("launcher", launcher)])
@@ -121,9 +121,9 @@ def node_checks(backend: str, run_id: str, collectives: bool = True,
 
 def doctor_record(checks: list[NodeCheck], backend: str, run_id: str,
                   created: Any) -> dict[str, Any]:
-    from harness.core.spec import performance_env
     from harness.machine.fingerprint import harness_info, machine_info, software_info
     from harness.records.record import build_record, measured
+    from harness.spec.specs import performance_env
 
     metrics = [measured(f"doctor_{check.name}", float(check.value), unit=check.unit,
                         higher_is_better=bool(check.higher_is_better),

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from harness.core.errors import UsageError
-from harness.core.spec import CommSpec
-from harness.core.traffic import busbw_factor
+from harness.facts.traffic import busbw_factor
+from harness.spec.specs import CommSpec
 
 OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30}

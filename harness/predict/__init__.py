@@ -5,7 +5,7 @@ costs.py prices one collective with α-β formulas; network.py holds the α and 
 collective (fitted from `dtbench comm` records by calibration.py, or given); context.py the
 facts of a workload and its calibrated compute time; the strategy models (dataparallel.py,
 servers.py, modelparallel.py) turn a strategy's collectives into a step time and report the
-bytes its class's traffic() gives; model.py runs, over node counts, the model each
+bytes its class's traffic() gives; scaleout.py runs, over node counts, the model each
 strategy's class names (step_model); uncertain.py and interval.py give every prediction its
 90% interval from its inputs' uncertainty, ranking.py orders strategies with the probability
 that the order holds; validate.py sets predictions beside measured runs, published.py and

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import UsageError
-from harness.core.kinds import COLLECTIVE, TRAINING, kind_of
 from harness.predict.costs import ALGORITHMS, Link, link_from_fit, log2ceil
 from harness.predict.network import Network, OpLink
 from harness.records.experiment import experiment_of, fields_of, machine_of, version_of
+from harness.spec.kinds import COLLECTIVE, TRAINING, kind_of
 
 COMM_OPS = ("allreduce", "allgather", "reducescatter", "broadcast")
 PLAIN = (None, "ddp")  # single-rank runs that are compute alone (no strategy, or ddp)

@@ -48,9 +48,9 @@ def predict_command(args: argparse.Namespace, json_target: Any, render_report: R
     from harness.machine.fingerprint import harness_info
     from harness.predict.inputs import Request, prepare
     from harness.predict.interval import interval_line
-    from harness.predict.model import predict
     from harness.predict.ranking import rankings
     from harness.predict.records import prediction_record
+    from harness.predict.scaleout import predict
 
     target = None if args.output is None else check_output_file(args.output, "-o")
     strategies = tuple(dict.fromkeys(name.strip() for given in args.strategy or ["ddp"]

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from harness.core.spec import RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.network import Network
 from harness.predict.overhead import StrategyOverhead
 from harness.predict.uncertain import Uncertain
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
-from harness.strategies.options import Option
+from harness.strategies.strategy_options import Option
 from harness.strategies.volumes import PARAM_BYTES, activation_bytes
 from workloads.layers import LayerFacts, layer_table
 
@@ -72,7 +72,7 @@ class Context:
     registered name being priced (model.predict sets it), so a step model reads its class's
     traits and its own measured work through it rather than naming a strategy itself; comm
     the backend whose algorithms the bytes follow (gloo's reduce-scatter is an allreduce:
-    harness.core.traffic.wire_bytes), "" for the ring volumes of an assumed network;
+    harness.facts.traffic.wire_bytes), "" for the ring volumes of an assumed network;
     uncertain the inputs' uncertainties its predictions' intervals are drawn from
     (harness.predict.interval).
     """

@@ -12,7 +12,7 @@ import math
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
 from harness.strategies.ddp import BUCKET_MB, COMPRESSION, compression_ratio
 from harness.strategies.fsdp import RESHARD
-from harness.strategies.options import OVERLAP
+from harness.strategies.strategy_options import OVERLAP
 
 FIRST_BUCKET_BYTES = 2**20  # DDP closes its first bucket at 1 MiB, so reduction starts early
 UNPRICED_FSDP = ("FSDP2's per-unit work (buffer copies, DTensor bookkeeping, hooks) is not "

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.predict.calibration import (
     ComputeCalibration,
     Fit,
@@ -25,13 +24,14 @@ from harness.predict.context import Context, workload_facts
 from harness.predict.costs import ALGORITHMS
 from harness.predict.interval import calibration_inputs
 from harness.predict.machine import Chosen, choose_machine
-from harness.predict.model import parse_option_pairs
 from harness.predict.network import Network, parse_network
 from harness.predict.overhead import overheads_from_records
 from harness.predict.records import EPOCH, Provenance
+from harness.predict.scaleout import parse_option_pairs
 from harness.predict.spread import with_spread
 from harness.predict.topology import parse_topology
 from harness.records.experiment import machine_of
+from harness.spec.kinds import COLLECTIVE, TRAINING, record_kind
 from harness.store.sources import load_inputs
 from workloads.external import is_external
 

@@ -8,7 +8,7 @@ precision (volumes.activation_bytes); the bytes a rank sends are its class's tra
 from __future__ import annotations
 
 from harness.predict.context import PARAM_BYTES, Context, NotModelled, StepEstimate
-from harness.strategies.pipecut import SCHEDULES, chunks_per_rank
+from harness.strategies.pipeline_stages import SCHEDULES, chunks_per_rank
 from harness.strategies.tensor import tp_plan
 from harness.strategies.volumes import TPLayer, tp_layer_collectives
 from workloads.layers import balance_stages, block_table

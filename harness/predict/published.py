@@ -242,7 +242,7 @@ def predict_row(row: dict[str, Any], inputs: tuple[Uncertain, ...] = ()) -> Publ
 
 def _value(row: dict[str, Any], contexts: dict[str, Any]) -> tuple[float, Any]:
     """The row's metric from its contexts, and the model's Point at its devices."""
-    from harness.predict.model import predict
+    from harness.predict.scaleout import predict
 
     strategy = str(row["strategy"])
     base, devices = int(row.get("baseline_devices", 1)), int(row["devices"])

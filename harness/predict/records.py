@@ -14,11 +14,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.kinds import PREDICTION
 from harness.predict.context import Context
-from harness.predict.model import Point, strategy_class
+from harness.predict.scaleout import Point, strategy_class
 from harness.predict.uncertain import DRAWS, LEVEL, SEED
 from harness.records.record import Metric, build_record, measured
+from harness.spec.kinds import PREDICTION
 
 MODEL_VERSION = 1
 EPOCH = "1970-01-01T00:00:00Z"

@@ -21,8 +21,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.kinds import TRAINING, record_kind
-from harness.core.spec import DDP_SPEC_OPTIONS, KEY_DEFAULTS
 from harness.predict.calibration import (
     Fit,
     comm_fits,
@@ -33,12 +31,14 @@ from harness.predict.calibration import (
 from harness.predict.context import Context, workload_facts
 from harness.predict.interval import calibration_inputs
 from harness.predict.machine import hardware_of
-from harness.predict.model import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.overhead import overheads_from_records
 from harness.predict.ranking import PairRow, agreement, pair_rows
+from harness.predict.scaleout import Point, modelled, predict, strategy_options, unpriced
 from harness.predict.spread import with_spread
 from harness.predict.uncertain import LEVEL, coverage, inside, interval_text
 from harness.records.record import metric
+from harness.spec.kinds import TRAINING, record_kind
+from harness.spec.specs import DDP_SPEC_OPTIONS, KEY_DEFAULTS
 from harness.strategies import STRATEGIES
 
 GOAL = 0.15  # docs/guide/prediction.md: at most 15% error on the configurations measured here

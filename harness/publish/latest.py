@@ -1,14 +1,14 @@
 """A machine page's latest results: the newest record of each experiment with its headline
-figures (harness/core/metrics.HEADLINE) in the report's units, its commit and status."""
+figures (harness/facts/metrics.HEADLINE) in the report's units, its commit and status."""
 from __future__ import annotations
 
-from harness.core.metrics import HEADLINE, heading_of
+from harness.facts.metrics import HEADLINE, heading_of
 from harness.publish.records import Entry, short_commit
 from harness.records.experiment import experiment_key, fields_of, text
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
+from harness.report.document import Table
 from harness.report.machines import SHOWN, experiment
-from harness.report.model import Table
 from harness.report.units import report_scales, with_ci
 
 

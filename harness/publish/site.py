@@ -21,7 +21,7 @@ from pathlib import Path
 
 from harness.core.errors import UsageError
 from harness.core.files import RefusedFile, folder_under
-from harness.publish.fleet import PAGE, fleet_page, has_doctor_records
+from harness.publish.fleet_page import PAGE, fleet_page, has_doctor_records
 from harness.publish.latest import latest_table
 from harness.publish.page import e, render_page
 from harness.publish.records import (
@@ -34,10 +34,10 @@ from harness.publish.records import (
 )
 from harness.publish.trends import steps_table, trends
 from harness.records.summary import latest_rows
+from harness.report.document import Table, table_heading
 from harness.report.html import render_table
 from harness.report.machineplot import machines_chart
 from harness.report.machines import SYSTEM_COLUMNS, by_machine, default_reference, systems_table
-from harness.report.model import Table, table_heading
 from harness.report.tables import records_table
 from harness.report.view import RecordView, sort_key
 from harness.store.sources import Catalog

@@ -15,8 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from harness.compare.history import MIN_EFFECT, Series, build_series
-from harness.core.metrics import heading_of
-from harness.report.model import Table
+from harness.facts.metrics import heading_of
+from harness.report.document import Table
 from harness.report.units import Scale, choose_scale, format_number
 from harness.report.view import clean_text
 

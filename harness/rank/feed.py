@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from harness.core.spec import RunSpec
 from harness.rank.trainer import Trainer
+from harness.spec.specs import RunSpec
 
 MAX_IDS = 4096  # sample ids a record keeps (which samples each rank read: disjoint shards)
 

@@ -14,7 +14,6 @@ import torch
 
 from harness.comm.meter import CommMeter
 from harness.core.errors import RunFailed, SkipRun
-from harness.core.spec import RunSpec
 from harness.rank import adaptive, mlperf
 from harness.rank.energy import EnergyWindow
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
@@ -22,6 +21,7 @@ from harness.rank.feed import Feed
 from harness.rank.measure import Decider, measure
 from harness.rank.trainer import Trainer
 from harness.rundir import CHECK_SYNC_VAR, RankResult
+from harness.spec.specs import RunSpec
 
 ProgressFn = Callable[[str, int, int], None]
 

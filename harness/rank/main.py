@@ -89,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             report.nccl = read_rank_log(nccl_log)
         if spec.nnodes > 1 and who.local_rank == 0:
             # Every node's own fingerprint, not rank 0's only: nodes may differ.
-            from harness.core.spec import performance_env
             from harness.machine.fingerprint import machine_info, node_summary
+            from harness.spec.specs import performance_env
 
             seen = {k: v for k, v in os.environ.items() if k not in own_debug}
             node = node_summary(machine_info(), performance_env(seen))

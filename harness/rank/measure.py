@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from backends.base import StepTimer
-from harness.core.spec import RunSpec
 from harness.rank import adaptive
+from harness.spec.specs import RunSpec
 
 # What a stop decision's broadcast carries besides the cut: the reason, by number.
 REASONS = ("", adaptive.TARGET_MET, adaptive.BUDGET_SPENT)

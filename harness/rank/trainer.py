@@ -10,9 +10,9 @@ from torch import nn
 
 from harness.comm.meter import CommMeter
 from harness.core.errors import SkipRun
-from harness.core.spec import RunSpec
 from harness.rank.faults import inject_fault, mistrain
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
 
 

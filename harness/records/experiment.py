@@ -1,8 +1,8 @@
 """Which records measured the same thing: one experiment identity for every view (compare,
 report, history, publish, predict's calibration).
 
-The identity is the kind of record's (harness/core/kinds.py): for a training run, the run
-fields' declaration (RunSpec's fields in harness/core/spec.py): the fields of the spec key
+The identity is the kind of record's (harness/spec/kinds.py): for a training run, the run
+fields' declaration (RunSpec's fields in harness/spec/specs.py): the fields of the spec key
 (workload, size, precision, batch, ranks and their layout, strategy and its options, comm,
 launcher, threads, data, mode, ...) and those kept apart beside it (the suite). Beside it stand
 the machine (its --machine name, else its CPU's label) and the version of the code under test
@@ -15,7 +15,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.core.kinds import (
+from harness.machine.names import machine_label
+from harness.spec.kinds import (
     APART_FIELDS,
     FOLLOWS,
     NAMES,
@@ -25,7 +26,6 @@ from harness.core.kinds import (
     plain,
     text,
 )
-from harness.machine.names import machine_label
 
 # fields_of, text and covered_by_strategy are read by the views from here, beside the rest
 __all__ = ["APART_FIELDS", "Experiment", "covered_by_strategy", "distinct_labels",
@@ -51,7 +51,7 @@ def experiment_key(record: Mapping[str, Any]) -> str:
 
 
 def label(spec: Mapping[str, Any], only: Collection[str] | None = None) -> str:
-    """The experiment in a line, as its kind says (harness/core/kinds.Kind.label)."""
+    """The experiment in a line, as its kind says (harness/spec/kinds.Kind.label)."""
     return kind_of(spec).label(spec, only)
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from harness.core.errors import SchemaError
 from harness.core.files import RefusedFile, read_regular
-from harness.core.metrics import metric_info
 from harness.core.stats import Stats
 from harness.core.text import one_line
+from harness.facts.metrics import metric_info
 from harness.records.schema import first_violation, shown
 
 SCHEMA_VERSION = 1
@@ -58,13 +58,13 @@ class Metric:
 def measured(name: str, value: float | None, *, samples: list[float] | None = None,
              extra: dict[str, Any] | None = None, unit: str | None = None,
              higher_is_better: bool | None = None) -> Metric:
-    """A metric with the unit and direction the catalogue (harness/core/metrics.py) declares
+    """A metric with the unit and direction the catalogue (harness/facts/metrics.py) declares
     for `name`; `unit` and `higher_is_better` only where the catalogue leaves them to each
     record (a quality target's). An uncatalogued name raises: a new metric is declared there
     first, so that compare, report and the docs know it."""
     info = metric_info(name)
     if info is None:
-        raise KeyError(f"metric {name!r} is not in the catalogue (harness/core/metrics.py)")
+        raise KeyError(f"metric {name!r} is not in the catalogue (harness/facts/metrics.py)")
     unit = info.unit if info.unit is not None else unit
     direction = info.higher_is_better if info.better is not None else higher_is_better
     if unit is None or direction is None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.core.kinds import TRAINING, kind_of
-from harness.core.machine_load import is_busy, is_imprecise
-from harness.core.metrics import indexed_metrics
+from harness.facts.metrics import indexed_metrics
+from harness.machine.load import is_busy, is_imprecise
 from harness.machine.names import machine_label
+from harness.spec.kinds import TRAINING, kind_of
 
 # the metrics every whole-store view follows (the catalogue says which, and their units)
 INDEXED = indexed_metrics()
@@ -28,7 +28,7 @@ METRIC_COLUMNS = tuple(f"m_{name}" for name in INDEXED_METRICS)
 # spec fields the index's spec columns lack, which whole-store views need
 SPEC_SUMMARY = ("task", "strategy")
 CODE_COLUMNS = ("machine", "code_commit", "code_branch", "code_dirty")
-# the marks every table puts beside a status (harness/core/machine_load.marked_status): 1 when
+# the marks every table puts beside a status (harness/machine/load.marked_status): 1 when
 # the record was measured on a busy machine / missed its precision target
 MARK_COLUMNS = ("busy", "imprecise")
 SUMMARY_COLUMNS = (*SPEC_SUMMARY, *CODE_COLUMNS, *MARK_COLUMNS, *METRIC_COLUMNS)

@@ -8,7 +8,7 @@ import statistics
 from harness.records.experiment import fields_of, text
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Section, Table
+from harness.report.document import Section, Table
 from harness.report.plots import Plot, _figure, _label, _png
 from harness.report.view import RecordView, group, several_machines
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.core.headings import field_heading as heading
 from harness.records.experiment import covered_by_strategy, fields_of, same_in_every_row, varying
+from harness.spec.headings import field_heading as heading
 
 __all__ = ["heading", "identity_columns"]
 

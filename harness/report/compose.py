@@ -14,10 +14,10 @@ from collections import Counter
 from harness.core.errors import UsageError
 from harness.core.secrets import shown_command
 from harness.report.breakdown import breakdown_section
+from harness.report.document import Report, Section, folded
 from harness.report.kernels import kernel_section
 from harness.report.lead import compared_machines, lead_section
 from harness.report.machines import by_machine
-from harness.report.model import Report, Section, folded
 from harness.report.predictions import prediction_tables
 from harness.report.strategies import strategies_section
 from harness.report.tables import (

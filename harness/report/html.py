@@ -10,7 +10,7 @@ import base64
 from collections.abc import Mapping
 from html import escape
 
-from harness.report.model import NOTES_HEADING, Report, Table, table_heading
+from harness.report.document import NOTES_HEADING, Report, Table, table_heading
 from harness.report.view import RecordView
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"

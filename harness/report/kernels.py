@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from harness.core.metrics import heading_of
-from harness.report.model import Section, Table
+from harness.facts.metrics import heading_of
+from harness.report.document import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, clean_text, several_machines
 

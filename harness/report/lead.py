@@ -6,7 +6,7 @@ to the reference machine with the between-run interval, and the geometric mean o
 over the workloads every machine of the table ran. Experiments that differ in more than the
 workload (precision, ranks, ...) get a table each, so that a column never pools two; what
 every column shares is named under the table. Records of one machine: a row per experiment
-with its headline figures (harness/core/metrics.HEADLINE) in units.
+with its headline figures (harness/facts/metrics.HEADLINE) in units.
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from harness.core.metrics import HEADLINE, heading_of
-from harness.core.spec import PRECISIONS
+from harness.facts.metrics import HEADLINE, heading_of
 from harness.records.experiment import (
     experiment_key,
     fields_of,
@@ -26,6 +25,7 @@ from harness.records.experiment import (
     version_of,
 )
 from harness.report.columns import heading, identity_columns
+from harness.report.document import Section, Table
 from harness.report.machines import (
     default_reference,
     latest_runs,
@@ -33,9 +33,9 @@ from harness.report.machines import (
     ratio_text,
     why_no_row,
 )
-from harness.report.model import Section, Table
 from harness.report.units import Scale, report_scales, with_ci
 from harness.report.view import RecordView, clean_text
+from harness.spec.specs import PRECISIONS
 
 # The identity fields a results table's columns stand for (the rest say which table).
 COLUMN_FIELDS = ("workload",)

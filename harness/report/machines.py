@@ -13,8 +13,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from harness.core.errors import UsageError
-from harness.core.metrics import heading_of, metric_info
 from harness.core.stats import bootstrap_ratio_ci
+from harness.facts.metrics import heading_of, metric_info
 from harness.machine.names import system_description
 from harness.records.experiment import (
     experiment_key,
@@ -27,7 +27,7 @@ from harness.records.experiment import (
 )
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Report, Section, Table
+from harness.report.document import Report, Section, Table
 from harness.report.units import Scale, choose_scale
 from harness.report.view import EMULATED, RecordView, clean_text, number
 

@@ -6,7 +6,7 @@ import re
 import textwrap
 
 from harness.core.outputs import markdown_text
-from harness.report.model import NOTES_HEADING, Report, Table, table_heading
+from harness.report.document import NOTES_HEADING, Report, Table, table_heading
 
 # The longest line of prose (tables are as wide as their cells).
 WIDTH = 100

@@ -3,15 +3,15 @@ convergence apart (throughput and step time; samples and time to the target), wi
 they cost in bytes per step by kind and in memory per rank."""
 from __future__ import annotations
 
-from harness.core.metrics import heading_of
-from harness.core.spec import KEY_DEFAULTS
 from harness.core.text import human_bytes
+from harness.facts.metrics import heading_of
 from harness.records.experiment import fields_of, text, version_of
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Section, Table
+from harness.report.document import Section, Table
 from harness.report.units import format_number
 from harness.report.view import RecordView, group
+from harness.spec.specs import KEY_DEFAULTS
 
 KINDS = ("gradient", "parameter", "activation", "control")
 COLUMNS = ("strategy", column_heading("world_size"), "comm", "mode",

@@ -10,13 +10,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from harness.core.metrics import column_metrics, heading_of
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import human_bytes, size_label
+from harness.facts.metrics import column_metrics, heading_of
 from harness.records.experiment import experiment_key, fields_of, label, text, version_of
 from harness.report.columns import heading as column_heading
 from harness.report.columns import identity_columns
-from harness.report.model import Table
+from harness.report.document import Table
 from harness.report.units import Scale, format_number, report_scales, with_ci
 from harness.report.view import RecordView, clean_text, number, several_machines
 

@@ -1,10 +1,10 @@
 """Numbers with units chosen for reading in the report: one scale per metric for a whole
-report, so that rows and tables compare (the arithmetic: harness/core/units.py)."""
+report, so that rows and tables compare (the arithmetic: harness/facts/units.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.core.units import Scale, choose_scale, format_number, si
+from harness.facts.units import Scale, choose_scale, format_number, si
 from harness.report.view import MetricView, RecordView
 
 __all__ = ["Scale", "Scales", "choose_scale", "column_scale", "format_number", "report_scales",

@@ -11,13 +11,13 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.datasheets import emulated_precision
-from harness.core.fields import report_columns
-from harness.core.kinds import COLLECTIVE, KERNEL, PREDICTION, kind_of
-from harness.core.machine_load import is_busy, marked_status
 from harness.core.outputs import clean_text
-from harness.core.spec import KEY_DEFAULTS, RUN_FIELDS
+from harness.facts.datasheets import emulated_precision
+from harness.machine.load import is_busy, marked_status
 from harness.machine.names import machine_label
+from harness.spec.fields import report_columns
+from harness.spec.kinds import COLLECTIVE, KERNEL, PREDICTION, kind_of
+from harness.spec.specs import KEY_DEFAULTS, RUN_FIELDS
 
 # The order records sort in (then created_at, then run_id): experiments side by side.
 SORT_FIELDS = ("task", "workload", "op", "size", "backend", "comm", "launcher", "precision",

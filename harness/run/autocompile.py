@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.core.files import cache_dir, write_atomic
-from harness.core.kinds import TRAINING
-from harness.core.spec import RunSpec
 from harness.records.record import new_run_id, utc_now
+from harness.spec.kinds import TRAINING
+from harness.spec.specs import RunSpec
 
 if TYPE_CHECKING:
     from harness.rundir import RankResult
@@ -128,8 +128,8 @@ def _probe_spec(spec: RunSpec, switch: str, on: bool) -> RunSpec:
 def probe_in_a_rank(spec: RunSpec) -> RankResult:
     """A probe run as every run runs: one rank process under the supervisor, so that neither
     its compiled graphs nor its memory stay behind in this process."""
-    from harness.core.spec import LaunchOptions
     from harness.run.launch import launch
+    from harness.spec.specs import LaunchOptions
 
     ranks = launch(spec, LaunchOptions(), new_run_id(spec.workload, utc_now()),
                    lambda phase, done, total: None)

@@ -1,5 +1,5 @@
 """Collect a launched run: turn its ranks' raw measurements into metrics, against the peak
-settled before it and, for a run of several ranks, the one-rank run in the store that its
+taken in its preflight and, for a run of several ranks, the one-rank run in the store that its
 scaling efficiency divides by; and note what the ranks say about how they ran."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 from harness.collectors import CollectContext, collect
 from harness.collectors.energy import energy_absent_reason
 from harness.comm.meter import COUNTED
-from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rank.feed import sampling
 from harness.records.record import Metric
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 from harness.store.contract import RecordWriter
 from harness.strategies import STRATEGIES
 from workloads.flops import count_flops_per_sample

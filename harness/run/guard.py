@@ -9,8 +9,8 @@ from typing import Any
 import psutil
 
 from harness.core.errors import UsageError
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import human_bytes
+from harness.spec.specs import LaunchOptions, RunSpec
 
 # Threads per usable core beyond which a run is refused (time-slicing, not a measurement).
 MAX_THREADS_PER_CORE = 4

@@ -1,4 +1,4 @@
-"""Launch a settled spec's ranks and bring back what each measured.
+"""Launch the ranks of a spec past its preflight and bring back what each measured.
 
 Every run takes this path, one rank without a communication backend included: its ranks are
 processes of their own, started by the spec's launcher under the supervisor, so that threads,
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core.errors import RunFailed
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.run.supervisor import Supervisor
 from harness.rundir import RankResult
+from harness.spec.specs import LaunchOptions, RunSpec
 
 
 def check_replicas(ranks: list[RankResult]) -> None:

@@ -2,7 +2,7 @@
 
 What neither the command line nor the suite sets, the planner reads from the workload and the
 machine (batch, steps, threads, backend) or else takes from the spec's declared defaults
-(harness/core/spec.py): no default is written here."""
+(harness/spec/specs.py): no default is written here."""
 from __future__ import annotations
 
 import itertools
@@ -10,8 +10,10 @@ import os
 from typing import Any
 
 from harness.core.errors import UsageError
-from harness.core.fields import legacy_options, multi_keys
-from harness.core.spec import (
+from harness.run.spec_checks import validate
+from harness.run.suites import Suite
+from harness.spec.fields import legacy_options, multi_keys
+from harness.spec.specs import (
     COMPILE_MODES,
     DEFAULT_MAX_TIME,
     DEFAULT_TARGET_CI,
@@ -23,8 +25,6 @@ from harness.core.spec import (
     run_fields,
     spec_defaults,
 )
-from harness.run.suites import Suite
-from harness.run.validate import validate
 from harness.strategies import STRATEGIES
 
 # The default of --peak where the command line and the suite say nothing (e.g. cached in tests).

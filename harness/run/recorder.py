@@ -13,7 +13,7 @@ from harness.machine.fingerprint import harness_info, machine_info, software_inf
 from harness.records.provenance import Provenance
 from harness.records.record import build_record
 from harness.run.collect import Collected
-from harness.run.settle import Settled
+from harness.run.preflight import Ready
 from harness.rundir import RankResult
 
 
@@ -57,15 +57,15 @@ class Recorder:
             self._code = self.provenance.code()
         return self._code
 
-    def record(self, run_id: str, created: datetime, settled: Settled, verdict: Verdict,
+    def record(self, run_id: str, created: datetime, ready: Ready, verdict: Verdict,
                ranks: list[RankResult], collected: Collected,
                load: dict[str, Any] | None = None) -> dict[str, Any]:
         """The record of a run: what the stages before decided, measured and collected."""
-        spec = settled.spec
+        spec = ready.spec
         machine, software = self._fingerprint()
         machine = with_nodes(machine, spec.nnodes, [rank.node for rank in ranks])
         notes = dict(collected.notes)
-        for switch, choice in settled.choices.items():
+        for switch, choice in ready.choices.items():
             notes[switch] = choice.as_dict()
         if verdict.traceback_tail:
             notes["traceback_tail"] = verdict.traceback_tail

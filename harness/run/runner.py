@@ -1,25 +1,25 @@
-"""From a planned spec to a stored record, one stage after the other and each once: settle
-(harness/run/settle.py), launch (launch.py), collect (collect.py), record (recorder.py), store
-(harness/store/directory.py)."""
+"""From a planned spec to a stored record, one stage after the other and each once: preflight
+(harness/run/preflight.py), launch (launch.py), collect (collect.py), record (recorder.py),
+store (harness/store/directory.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.core import machine_load
-from harness.core.kinds import TRAINING
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.core.text import one_line
+from harness.machine import load as machine_load
 from harness.records.provenance import Provenance
 from harness.records.record import new_run_id, utc_now
 from harness.run.collect import collect_run
 from harness.run.launch import launch
+from harness.run.preflight import Ready, preflight
 from harness.run.progress import Progress
 from harness.run.recorder import Recorder, Verdict
-from harness.run.settle import Settled, settle
 from harness.run.traces import keep_traces
 from harness.rundir import RankResult
+from harness.spec.kinds import TRAINING
+from harness.spec.specs import LaunchOptions, RunSpec
 from harness.store.contract import RunStore
 
 
@@ -64,19 +64,19 @@ class Runner:
         run_id = new_run_id(spec.workload, created)
         log_path = self._log_path(run_id) if spec.mode == "ttt" else None
         self.progress.begin(TRAINING.label(spec.as_dict()))
-        settled, verdict = Settled(spec), Verdict()
+        ready, verdict = Ready(spec), Verdict()
         ranks: list[RankResult] = []
         load: dict[str, Any] | None = None
         try:
-            settled = settle(spec, self.progress.update)
-            if settled.skip is not None:
-                verdict = Verdict("skipped", settled.skip)
+            ready = preflight(spec, self.progress.update)
+            if ready.skip is not None:
+                verdict = Verdict("skipped", ready.skip)
             else:
                 before = machine_load.sample()
-                launched = launch(settled.spec, self.launch, run_id, self.progress.update,
+                launched = launch(ready.spec, self.launch, run_id, self.progress.update,
                                   log_path)
                 load = machine_load.load_between(before, machine_load.sample(),
-                                                 _node_cores(settled.spec, launched))
+                                                 _node_cores(ready.spec, launched))
                 if launched is None:
                     self.progress.end(f"node {self.launch.node_rank} done; node 0 records")
                     return None
@@ -88,13 +88,13 @@ class Runner:
             raise
         except Exception as exc:  # noqa: BLE001 - any crash of a run becomes a failed record
             verdict = Verdict.of(exc)
-        collected = collect_run(settled.spec, ranks, settled.peak, self.store)
+        collected = collect_run(ready.spec, ranks, ready.peak, self.store)
         traces = keep_traces(self.store, run_id, ranks)
         if traces:
             collected.notes["traces"] = traces
         if verdict.status == "success" and collected.failure is not None:
             verdict = Verdict("failed", collected.failure)
-        record = self.recorder.record(run_id, created, settled, verdict, ranks, collected,
+        record = self.recorder.record(run_id, created, ready, verdict, ranks, collected,
                                       load)
         path = self.store.add(record)
         self.progress.end(verdict.status if verdict.error is None

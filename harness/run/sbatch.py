@@ -28,7 +28,7 @@ from typing import Any
 
 from harness import __version__
 from harness.core.errors import UsageError
-from harness.core.kinds import TRAINING
+from harness.spec.kinds import TRAINING
 from harness.store.targets import default_store
 from harness.store.url import is_store_url, redact
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import UsageError, unknown_name
-from harness.core.fields import RunField, suite_keys, suite_minimums
-from harness.core.spec import PRECISIONS, RUN_FIELDS, RunSpec, run_fields, spec_defaults
+from harness.spec.fields import RunField, suite_keys, suite_minimums
+from harness.spec.specs import PRECISIONS, RUN_FIELDS, RunSpec, run_fields, spec_defaults
 
 MAX_SUITE_BYTES = 1 * 2**20
 MAX_SUITE_RUNS = 10_000

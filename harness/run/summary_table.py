@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.core.headings import field_heading
-from harness.core.machine_load import is_busy, marked_status
-from harness.core.metrics import heading_of, metric_info
 from harness.core.stats import repeat_spread, unstable
 from harness.core.text import render_table
-from harness.core.units import Scale, choose_scale
+from harness.facts.metrics import heading_of, metric_info
+from harness.facts.units import Scale, choose_scale
+from harness.machine.load import is_busy, marked_status
 from harness.records.record import metric
+from harness.spec.headings import field_heading
 
 # The figures the summary shows, each a column in its catalogue heading and one unit.
 METRICS = ("throughput", "step_time", "achieved_flops", "mfu", "peak_memory", "time_to_train")

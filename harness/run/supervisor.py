@@ -21,7 +21,6 @@ import psutil
 
 from backends.base import Launcher, killed_by_cause, signal_name
 from harness.core.errors import RunFailed, SkipRun
-from harness.core.spec import LaunchOptions
 from harness.run.guard import check_rendezvous, rank_threads
 from harness.run.losses import LossBook
 from harness.run.ranklogs import last_error_line, traceback_tail
@@ -33,6 +32,7 @@ from harness.rundir import (
     forwarded_variables,
     spec_environment,
 )
+from harness.spec.specs import LaunchOptions
 
 POLL_S = 0.2
 GRACE_S = 10.0

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 
 
 @runtime_checkable

@@ -16,10 +16,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
-from harness.core.fields import baseline_columns, integer_columns, store_columns
 from harness.core.files import TMP_PREFIX, RefusedFile, folder_under, read_regular, write_atomic
 from harness.core.interrupts import stop_signals_deferred
-from harness.core.spec import RUN_FIELDS, RunSpec
 from harness.core.text import one_line
 from harness.machine.names import machine_label
 from harness.records.record import (
@@ -30,6 +28,8 @@ from harness.records.record import (
     validate_record,
 )
 from harness.records.summary import SUMMARY_COLUMNS, summary_cells
+from harness.spec.fields import baseline_columns, integer_columns, store_columns
+from harness.spec.specs import RUN_FIELDS, RunSpec
 from harness.store import index
 from harness.store.index import INDEX_TABLE
 

@@ -17,7 +17,6 @@ from typing import Any
 
 from harness.core.errors import SchemaError, UsageError
 from harness.core.outputs import clean_text
-from harness.core.spec import RunSpec
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record, validate_record
 from harness.records.summary import (
@@ -26,6 +25,7 @@ from harness.records.summary import (
     SUMMARY_COLUMNS,
     summary_cells,
 )
+from harness.spec.specs import RunSpec
 from harness.store.directory import (
     BASELINE_COLUMNS,
     COLUMNS,

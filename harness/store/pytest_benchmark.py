@@ -1,7 +1,7 @@
 """pytest-benchmark JSON (`--benchmark-json`, `--benchmark-save`) as schema-v1 dtbench records.
 
 One record per benchmark, so `report` and `compare` read pytest-benchmark files like stores.
-Files written by tests/benchmarks/bench_steps.py carry dtbench's own fingerprint and spec
+Files written by benchmarks/bench_steps.py carry dtbench's own fingerprint and spec
 (machine_info["dtbench"], extra_info["spec"]); any other file gets a fingerprint rebuilt from
 pytest-benchmark's machine_info and a spec that names the benchmark, with the rest unknown.
 """

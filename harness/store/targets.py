@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.store.contract import RecordStore, RunStore
 from harness.store.directory import Store
 from harness.store.url import is_store_url

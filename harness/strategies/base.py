@@ -7,7 +7,7 @@ how many samples a step consumes, whether replicas must agree, and what it measu
 the common metrics. Everything else (the loops, timing, peaks, records) is shared.
 
 Planning side (the launching process): `options` are declared on the class
-(harness/strategies/options.py) and resolved here for `run` and `predict` alike, `check`
+(harness/strategies/strategy_options.py) and resolved here for `run` and `predict` alike, `check`
 rejects combinations that cannot work (exit 2), `unsupported` names combinations it does not
 implement (a skipped record), `replicas` and `roles` describe the ranks, `traffic` gives the
 analytic bytes per step (harness/strategies/volumes.py) that counted bytes are checked against
@@ -33,9 +33,9 @@ from backends import COMM_BACKENDS, LAUNCHERS
 from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies.clock import PhaseClock
-from harness.strategies.options import Option
+from harness.strategies.strategy_options import Option
 from workloads.layers import LayerFacts
 
 # The layer table a strategy's traffic reads where the model is not the spec's workload (a

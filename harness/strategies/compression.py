@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
-from harness.core.spec import COMPRESSIONS
+from harness.spec.specs import COMPRESSIONS
 
 __all__ = ["COMPRESSIONS", "register_compression"]
 

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import OPTION_FIELDS, RunSpec
+from harness.spec.specs import OPTION_FIELDS, RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,
@@ -18,10 +18,10 @@ from harness.strategies.base import (
     broadcast_from_first,
 )
 from harness.strategies.compression import register_compression
-from harness.strategies.options import OVERLAP, field_option
 from harness.strategies.steps import data_parallel_step
+from harness.strategies.strategy_options import OVERLAP, field_option
 
-# ddp's options are the run fields --bucket-mb and --compression (harness/core/spec.py), which
+# ddp's options are the run fields --bucket-mb and --compression (harness/spec/specs.py), which
 # records kept as spec fields before strategies had options: declared there, read here.
 BUCKET_MB = field_option(OPTION_FIELDS, "ddp", "bucket_mb", aliases=("bucket_cap_mb",))
 COMPRESSION = field_option(OPTION_FIELDS, "ddp", "compression")

@@ -12,7 +12,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,
@@ -21,8 +21,8 @@ from harness.strategies.base import (
     Strategy,
     broadcast_from_first,
 )
-from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
+from harness.strategies.strategy_options import OVERLAP
 
 
 def shard_units(model: nn.Module) -> Iterator[nn.Module]:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, broadcast_from_first
 from harness.strategies.fsdp import RESHARD, shard_units

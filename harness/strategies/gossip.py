@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 import torch.distributed as dist
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,

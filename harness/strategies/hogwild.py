@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Strategy
 from harness.strategies.steps import data_parallel_step

@@ -12,10 +12,9 @@ import torch.distributed as dist
 
 from harness.comm.paramserver import HEADER_BYTES, Client, Server, shard_bounds
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, clip_gradients
-from harness.strategies.options import OVERLAP
 from harness.strategies.ps import (
     DAMP_STALE,
     MOMENTUM,
@@ -23,6 +22,7 @@ from harness.strategies.ps import (
     ParameterServerStrategy,
     flat_checksum,
 )
+from harness.strategies.strategy_options import OVERLAP
 
 
 @STRATEGIES.register("hybrid")

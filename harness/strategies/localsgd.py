@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,
@@ -15,8 +15,8 @@ from harness.strategies.base import (
     Strategy,
     broadcast_from_first,
 )
-from harness.strategies.options import OVERLAP
 from harness.strategies.steps import data_parallel_step
+from harness.strategies.strategy_options import OVERLAP
 
 
 @STRATEGIES.register("localsgd")

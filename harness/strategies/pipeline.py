@@ -1,5 +1,5 @@
 """pipeline: model parallelism by stages (torch.distributed.pipelining): the model is cut into
-S stages balanced by counted FLOPs (harness/strategies/pipecut.py), stage k on rank k mod p;
+S stages balanced by counted FLOPs (harness/strategies/pipeline_stages.py), stage k on rank k mod p;
 each step's batch is split into M microbatches that flow through the stages under a GPipe,
 1F1B or interleaved 1F1B schedule; activations go forward and their gradients back between
 ranks (point to point). With more ranks than p, R = n/p pipelines are data-parallel replicas
@@ -21,10 +21,10 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
-from harness.strategies import pipecut, volumes
+from harness.spec.specs import RunSpec
+from harness.strategies import pipeline_stages, volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, tensor_bytes
-from harness.strategies.pipecut import SCHEDULES, layout, plan_cut, theoretical_bubble
+from harness.strategies.pipeline_stages import SCHEDULES, layout, plan_cut, theoretical_bubble
 
 SCHEDULE_CLASSES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B",
                     "interleaved-1f1b": "ScheduleInterleaved1F1B"}
@@ -57,10 +57,10 @@ class Pipeline(Strategy):
 
     # ---------------------------------------------------------------- planning side
     @classmethod
-    def _layout(cls, spec: RunSpec) -> pipecut.Layout:
+    def _layout(cls, spec: RunSpec) -> pipeline_stages.Layout:
         chunks = cls.option_value(spec, "chunks")  # predict's assumption: v stages a rank
         if chunks and not cls.option_value(spec, "stages"):
-            return pipecut.Layout(chunks * spec.world_size, chunks, spec.world_size, 1)
+            return pipeline_stages.Layout(chunks * spec.world_size, chunks, spec.world_size, 1)
         return layout(spec, cls.option_value(spec, "schedule"), cls.option_value(spec, "stages"))
 
     @classmethod
@@ -70,7 +70,7 @@ class Pipeline(Strategy):
             raise UsageError("strategy pipeline needs a process group: --comm gloo or mpi")
         lay = cls._layout(spec)
         plan_cut(spec.workload, spec.size, lay.stages)
-        pipecut.check_microbatches(spec, cls.option_value(spec, "schedule"),
+        pipeline_stages.check_microbatches(spec, cls.option_value(spec, "schedule"),
                                    cls.option_value(spec, "microbatches"), lay)
 
     @classmethod
@@ -96,7 +96,7 @@ class Pipeline(Strategy):
         and, with clipping, the squared norm's allreduce (control); with R replicas, each
         stage's gradients allreduced over R (gradient, the mean over stages: 2(R-1)/R · P/p).
         A model that is not a workload (`layers` given) has no tied weight and no clipping."""
-        from harness.core.traffic import mean_sent_bytes, sent_bytes
+        from harness.facts.traffic import mean_sent_bytes, sent_bytes
         from workloads import WORKLOADS, get_workload
 
         lay = cls._layout(spec)
@@ -112,7 +112,7 @@ class Pipeline(Strategy):
             control += sent_bytes("allreduce", 4.0, lay.ranks)
         found["control"] += control
         found["gradient"] += sent_bytes("allreduce", param_bytes / lay.ranks, lay.replicas)
-        for tie in pipecut.ties(spec.workload, spec.size, cut) if workload else ():
+        for tie in pipeline_stages.ties(spec.workload, spec.size, cut) if workload else ():
             ranks = {lay.stage_rank(k) for k in tie.stages}
             if len(ranks) > 1:  # its ranks sum its gradient; the mean over the pipeline's
                 found["gradient"] += len(ranks) * sent_bytes(
@@ -136,7 +136,7 @@ class Pipeline(Strategy):
                   for j in range(lay.ranks)] if lay.replicas > 1 else [None] * lay.ranks)
         self.pipe_group, self.peer_group = pipes[self.replica], peers[self.pipe_rank]
         model = self.recipe.build_model()  # seeded alike on every rank: stages start alike
-        pieces = pipecut.split_model(model, self.cut)
+        pieces = pipeline_stages.split_model(model, self.cut)
         self.own = [k for k in range(lay.stages) if lay.stage_rank(k) == self.pipe_rank]
         self.tied = self._tie_groups(model, lay)
         modules = [pieces[k] for k in self.own]
@@ -160,11 +160,11 @@ class Pipeline(Strategy):
         self.spans: list[float] = []
         self._whole: nn.Module | None = None
 
-    def _tie_groups(self, model: nn.Module, lay: pipecut.Layout) -> list[tuple[Any, Any]]:
+    def _tie_groups(self, model: nn.Module, lay: pipeline_stages.Layout) -> list[tuple[Any, Any]]:
         """(group, this rank's copy) of each tied weight whose stages sit on several ranks of
         a pipeline: one group per tie and pipeline, made by every rank in the same order."""
         mine = []
-        for tie in pipecut.ties(self.spec.workload, self.spec.size, self.cut):
+        for tie in pipeline_stages.ties(self.spec.workload, self.spec.size, self.cut):
             ranks = sorted({lay.stage_rank(k) for k in tie.stages})
             if len(ranks) < 2:
                 continue  # one rank holds every copy: autograd sums its gradient already
@@ -294,7 +294,7 @@ class Pipeline(Strategy):
         """Copy every stage's parameters and buffers into `whole`, broadcast by the rank that
         holds the stage (outside any step: the meter files these bytes apart)."""
         lay = self.layout
-        pieces = pipecut.split_model(whole, self.cut)
+        pieces = pipeline_stages.split_model(whole, self.cut)
         mine = {k: m for k, m in zip(self.own, self.model, strict=True)}
         for k, piece in enumerate(pieces):
             source = mine.get(k, piece)

@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.utils import vector_to_parameters
 
 from harness.strategies.clock import PhaseClock
-from harness.strategies.options import Option
+from harness.strategies.strategy_options import Option
 
 PRIORITY = Option("priority", bool, False, "pull the parameters tensor by tensor in the next "
                   "forward pass's order and start it as its first layer's arrive (P3)")

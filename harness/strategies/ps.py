@@ -23,7 +23,7 @@ from harness.comm.paramserver import (
     shard_bounds,
 )
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,
@@ -68,7 +68,7 @@ def async_momentum(momentum: float, pushers: int) -> float:
     A heuristic, chosen from measurements, not derived: with P pushers a gradient is about
     P - 1 versions stale, which adds momentum of its own (Mitliagkas et al. 2016 model it as
     1 - 1/P), and one version of delay already cuts heavy-ball's stable step×curvature from
-    3.8 to 0.1 at μ = 0.9 (tests/benchmarks/delayed_momentum.py). With the staleness-aware
+    3.8 to 0.1 at μ = 0.9 (benchmarks/delayed_momentum.py). With the staleness-aware
     rate, the effective step a/(P(1 - μ')) is then 1/P² of the synchronous a/(1 - μ) per update,
     1/P per round of P updates. On hep_cnn small with two workers, μ' = 0.8 and 0.6 reached
     the target in every run measured, where 0.9 missed it in 3 of 9

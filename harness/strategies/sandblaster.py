@@ -7,10 +7,11 @@ L-BFGS iteration on it. A replica fetches the parameters at the start of the bat
 the coordinator for a portion (1/`portions` of the batch), computes its gradient, asks whether
 it is kept (the first copy of a portion is), pushes a kept gradient to the shards and asks
 for the next; fast replicas take more portions, and at the end of a batch a free replica runs
-a backup copy of a portion that is overdue (harness/strategies/portions.py). With every
+a backup copy of a portion that is overdue (harness/strategies/sandblaster_scheduler.py). With every
 portion in, the coordinator runs the L-BFGS iteration as small commands on the shards
 (harness/strategies/lbfgs.py), which hold the parameters and the history: no vector leaves
-them. The serving loops are harness/strategies/sandserve.py, the wire harness/comm/sandblaster.py.
+them. The serving loops are harness/strategies/sandblaster_servers.py, the wire
+harness/comm/sandblaster.py.
 """
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ from harness.comm.sandblaster import (
 )
 from harness.comm.wire import receive_fetched, send
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, backward
 from harness.strategies.ps import SERVERS, flat_checksum
-from harness.strategies.sandserve import CoordinatorLoop, ShardLoop
+from harness.strategies.sandblaster_servers import CoordinatorLoop, ShardLoop
 
 
 @STRATEGIES.register("sandblaster")

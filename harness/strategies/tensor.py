@@ -27,8 +27,8 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
-from harness.core.traffic import sent_bytes
+from harness.facts.traffic import sent_bytes
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import (
     STRATEGIES,

@@ -3,7 +3,7 @@
 
 One place for the formulas that the byte counters are checked against, that the tests compute
 by hand and that `dtbench predict` prices with α-β costs. Pure arithmetic: no
-torch.distributed. Per-collective volumes come from `harness.core.traffic` (ring, or
+torch.distributed. Per-collective volumes come from `harness.facts.traffic` (ring, or
 halving/doubling, which move the same bytes; where a backend runs a collective otherwise, its
 wire_bytes: the functions with collectives that differ take a `backend`); P is the parameter
 bytes as trained, n the world size.
@@ -27,12 +27,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.core.traffic import mean_sent_bytes, sent_bytes, wire_bytes
+from harness.facts.traffic import mean_sent_bytes, sent_bytes, wire_bytes
 
 KINDS = ("gradient", "parameter", "activation", "control")
 Volumes = dict[str, float]
 PARAM_BYTES = 4  # an fp32 parameter or gradient element
-ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # by precision (harness.core.spec.PRECISIONS)
+ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}  # by precision (harness.spec.specs.PRECISIONS)
 
 
 def activation_bytes(precision: str) -> int:

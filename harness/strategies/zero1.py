@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, broadcast_from_first
 from harness.strategies.ddp import DDP, compression_ratio

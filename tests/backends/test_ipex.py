@@ -15,7 +15,7 @@ import pytest
 
 from backends.ipex import ipex_availability
 from harness.run.plan import plan_runs
-from harness.run.settle import unavailable_reason
+from harness.run.preflight import unavailable_reason
 from tests.conftest import REPO_ROOT
 
 TINY = ("-w", "hep_cnn", "--size", "tiny", "--steps", "2", "--warmup", "1", "--threads", "1",

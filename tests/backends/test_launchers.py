@@ -7,7 +7,7 @@ import pytest
 
 from backends.base import Launcher, killed_by_cause
 from backends.launchers import LocalLauncher, MpirunLauncher, SlurmLauncher, TorchrunLauncher
-from harness.core.spec import LaunchOptions, RunSpec
+from harness.spec.specs import LaunchOptions, RunSpec
 
 TORCHRUN, MPIRUN, SRUN, LOCAL = (TorchrunLauncher(), MpirunLauncher(), SlurmLauncher(),
                                  LocalLauncher())

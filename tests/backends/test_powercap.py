@@ -107,9 +107,9 @@ def test_without_a_counter_energy_is_absent_with_the_reason(tmp_path: Path,
                                                             ) -> None:
     """As on this machine (no /sys/class/powercap): no energy metric, the reason in the
     record's notes."""
-    from harness.core.spec import RunSpec
     from harness.rank.loops import run_throughput
     from harness.run.collect import collect_run
+    from harness.spec.specs import RunSpec
     from harness.store.directory import Store
 
     monkeypatch.setenv("DTBENCH_POWERCAP_ROOT", str(tmp_path / "none"))

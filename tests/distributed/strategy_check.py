@@ -24,9 +24,9 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from harness.comm.meter import CommMeter, register_counted_backend  # noqa: E402
-from harness.core.spec import RunSpec  # noqa: E402
 from harness.rank.environment import identity_from_env  # noqa: E402
 from harness.rank.trainer import Trainer  # noqa: E402
+from harness.spec.specs import RunSpec  # noqa: E402
 from harness.strategies import STRATEGIES  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

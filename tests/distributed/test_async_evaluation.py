@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.run.launch import launch
 from harness.rundir import RankResult
+from harness.spec.specs import LaunchOptions, RunSpec
 
 TTT = RunSpec(workload="hep_cnn", size="tiny", mode="ttt", batch_per_rank=16, threads=1,
               comm="gloo", peak="cached")

@@ -64,7 +64,7 @@ def test_fsdp_tp_keeps_one_loss_per_data_parallel_rank(stores: dict[str, Path]) 
 
 
 def expected(name: str, world: int, options: dict[str, str]) -> dict[str, float]:
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
     from harness.strategies import STRATEGIES
     from workloads import get_workload
     from workloads.flops import count_parameters

@@ -20,7 +20,7 @@ import contextlib, json, os, sys
 import torch, torch.distributed as dist
 from torch import nn
 sys.path.insert(0, os.environ["CHECK_ROOT"])
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies.base import RankPlace, Recipe
 from harness.strategies.ps import PSSync
 

@@ -102,7 +102,7 @@ def parameter_bytes(workload: str) -> float:
 
 
 def expected(strategy: str, workload: str, world: int, **options: object) -> dict[str, float]:
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
     from harness.strategies import STRATEGIES as REGISTRY
 
     cls = REGISTRY.get(strategy)

@@ -2,7 +2,7 @@
 TCP) at 2 and 3 ranks, issued through dtbench's counting process group inside a private
 network namespace whose loopback counters count nothing but this test's traffic. The wire
 bytes the meter counted (summed over ranks) are within 2% of what the loopback carried, and
-equal to harness.core.traffic.wire_bytes, while the payload is the tensors handed over."""
+equal to harness.facts.traffic.wire_bytes, while the payload is the tensors handed over."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.traffic import mean_wire_bytes
+from harness.facts.traffic import mean_wire_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 OPS = ("allreduce", "allgather", "reducescatter", "broadcast")

@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 
 from harness.commands.cli import main
 from harness.core.errors import SchemaError, UsageError
-from harness.core.fields import identity as identity_of
-from harness.core.spec import RUN_FIELDS
 from harness.microbench.collectives import MAX_BYTES, parse_size, parse_sizes
 from harness.records.record import check_record, load_record
 from harness.run.suites import RUN_KEYS, TOP_KEYS, Suite, parse_suite
+from harness.spec.fields import identity as identity_of
+from harness.spec.specs import RUN_FIELDS
 from harness.store.directory import Store
 from harness.store.sources import load_inputs, records_from_document
 

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.spec import CommSpec, RunSpec
 from harness.rundir import (
     RANK_VARIABLES,
     RUN_ID_VAR,
@@ -16,6 +15,7 @@ from harness.rundir import (
     read_spec,
     spec_environment,
 )
+from harness.spec.specs import CommSpec, RunSpec
 
 SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, comm="gloo",
                nproc_per_node=2, strategy_options=(("bucket_mb", 5),), straggler=(1, 2.0))
@@ -100,8 +100,8 @@ def test_performance_variables_reach_every_node_through_mpirun() -> None:
     """NCCL_*, CUDA_*, TORCH_NCCL_*, OMP_* and GLOO_* set where dtbench runs are forwarded
     with -x, besides the rank variables; unrelated ones are not."""
     from backends.launchers import MpirunLauncher, is_open_mpi, mpirun_path
-    from harness.core.spec import LaunchOptions, RunSpec, performance_env
     from harness.rundir import forwarded_variables
+    from harness.spec.specs import LaunchOptions, RunSpec, performance_env
 
     env = {"MASTER_PORT": "1", "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO",
            "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1", "CUDA_DEVICE_MAX_CONNECTIONS": "1",

@@ -23,8 +23,8 @@ from workloads.files import (
     file_datasets,
     workload_shape,
 )
+from workloads.files.input_pipeline import FileSamples, one_line
 from workloads.files.make import make_dataset
-from workloads.files.pipeline import FileSamples, one_line
 
 MADE = {"imagefolder": "resnet50", "webdataset": "alexnet", "hdf5": "hep_cnn",
         "tokens": "lstm"}

@@ -1,5 +1,5 @@
 """Datasets read from files as training reads them (formats.py: the formats; make.py: `dtbench
-data make`; pipeline.py: the DataLoader). A workload reads `--data PATH` through here in
+data make`; input_pipeline.py: the DataLoader). A workload reads `--data PATH` through here in
 throughput runs, and in time-to-train runs for the formats of formats.FORMATS."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from workloads.files.formats import FORMATS, BadSample, detect, open_source
-from workloads.files.pipeline import FileBatches, FileSamples, LoaderOptions
+from workloads.files.input_pipeline import FileBatches, FileSamples, LoaderOptions
 
 if TYPE_CHECKING:
     from workloads.base import Dataset, Workload

@@ -13,8 +13,6 @@ import os
 import statistics
 from typing import Any
 
-from harness.core.kinds import KERNEL
-from harness.core.spec import performance_env
 from harness.microbench.kernels.roofline import (
     arithmetic_intensity,
     attainable_flops,
@@ -27,6 +25,8 @@ from harness.microbench.kernels.runner import Measurement, Roofs
 from harness.microbench.kernels.sets import KernelSet
 from harness.records.record import Metric, build_record
 from harness.records.record import measured as catalogued
+from harness.spec.kinds import KERNEL
+from harness.spec.specs import performance_env
 
 REFERENCES = {"conv": "torch direct convolution (oneDNN), fp32",
               "lstm": "torch.lstm_cell, fp32",

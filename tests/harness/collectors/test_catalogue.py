@@ -1,6 +1,6 @@
 """Every metric a collector (or any other writer: predict, the kernel and collective
 benchmarks, doctor, the pytest-benchmark reader) emits comes from the metric catalogue
-(harness/core/metrics.py): its unit and direction are read there, and a name the catalogue
+(harness/facts/metrics.py): its unit and direction are read there, and a name the catalogue
 lacks cannot be emitted."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 from harness.collectors.base import measured
 from harness.collectors.memory import peak_memory
-from harness.core.metrics import metric_info
-from harness.core.spec import RunSpec
+from harness.facts.metrics import metric_info
 from harness.records.definitions import step_time_metric, throughput_metric
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 HARNESS = Path(__file__).resolve().parents[3] / "harness"
 
@@ -50,7 +50,7 @@ def test_every_metric_a_writer_emits_is_in_the_catalogue() -> None:
             info = metric_info(prefix.value)
             if info is None or not info.family:
                 unknown.append(f"{where}: {prefix.value}*")
-    assert not unknown, f"not in harness/core/metrics.py: {unknown}"
+    assert not unknown, f"not in harness/facts/metrics.py: {unknown}"
 
 
 def test_metrics_named_at_run_time_are_catalogued_too() -> None:

@@ -12,9 +12,9 @@ from harness.collectors.flops import flops, mfu
 from harness.collectors.memory import peak_memory
 from harness.collectors.quality import quality
 from harness.collectors.timing import step_time, step_times_over_ranks, throughput
-from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=4, warmup=1)
 PEAK = PeakResult(backend="cpu", device_name="cpu", precision="fp32", threads=1, flops=1e9,

@@ -24,7 +24,7 @@ from torch.distributed import distributed_c10d as c10d
 
 from harness.comm import meter as meter_module
 from harness.comm.meter import CommMeter, CountingProcessGroup, register_counted_backend
-from harness.core.traffic import wire_bytes
+from harness.facts.traffic import wire_bytes
 
 GPU = torch.device("cuda", 2)
 
@@ -174,7 +174,7 @@ def test_batched_point_to_point_stays_one_batch_through_the_wrapper(
 
 def test_gossip_runs_over_nccl() -> None:
     """Its only reason to refuse NCCL was unbatched point-to-point."""
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
     from harness.strategies import STRATEGIES
 
     gossip = STRATEGIES.get("gossip")

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from harness.comm import meter as meter_module
 from harness.comm.inner import Counted
 from harness.comm.meter import CommMeter, CountingProcessGroup, register_counted_backend
-from harness.core.traffic import wire_bytes
+from harness.facts.traffic import wire_bytes
 
 
 @pytest.fixture

@@ -222,7 +222,7 @@ def test_a_gpu_script_asks_for_whole_nodes_not_one_cpu_per_rank() -> None:
 
 def test_srun_gives_a_gpu_rank_its_share_of_the_node() -> None:
     from backends.launchers import srun_cpus_per_task
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
 
     gpu = RunSpec(workload="resnet50", backend="cuda", comm="nccl", nproc_per_node=4)
     assert srun_cpus_per_task(gpu, {"SLURM_CPUS_ON_NODE": "64"}) == 16

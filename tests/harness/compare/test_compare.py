@@ -13,8 +13,8 @@ import pytest
 from harness.commands.cli import main
 from harness.compare.matching import match_specs
 from harness.compare.rows import compare_records
-from harness.core.metrics import heading_of as heading
 from harness.core.stats import RatioTest, bootstrap_ratio_ci, mann_whitney_p
+from harness.facts.metrics import heading_of as heading
 from harness.records.record import Metric
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"

@@ -1,6 +1,6 @@
 """report and compare on a pytest-benchmark file of 100,000 rounds: the statistics scale
 (the median's CI used to be cubic in the sample count: 56 s at 20,000 samples). The time is
-printed by tests/benchmarks/bench_large_inputs.py; here pytest-timeout only catches a return
+printed by benchmarks/bench_large_inputs.py; here pytest-timeout only catches a return
 of the cubic case."""
 from __future__ import annotations
 

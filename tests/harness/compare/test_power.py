@@ -149,7 +149,7 @@ def test_the_benchmark_resumes_its_pool_within_its_budget(
     """bench_gate_power.py's pool: the plan's invocations in order, each slowed one with the
     straggler of its slowdown; an invocation the manifest lacks is made again on resuming,
     none past the budget; a pool of another configuration is refused."""
-    bench = importlib.import_module("tests.benchmarks.bench_gate_power")
+    bench = importlib.import_module("benchmarks.bench_gate_power")
     made: list[list[str]] = []
     template = synthetic_pool(1, (2.0,), 0.01)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.commands.cli import main
-from harness.core.metrics import heading_of as heading
+from harness.facts.metrics import heading_of as heading
 from harness.records.record import Metric
 from tests.harness.compare.test_compare import make_record, steady_steps, verdict_line, write
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from backends import nvml
-from harness.core.datasheets import cpu_peak_estimate, datasheet_for
 from harness.doctor.checks import (
     FAIL,
     PASS,
@@ -25,6 +24,7 @@ from harness.doctor.checks import (
     ratio_verdict,
     verdict_of,
 )
+from harness.facts.datasheets import cpu_peak_estimate, datasheet_for
 
 ROOT = Path(__file__).resolve().parents[3]
 

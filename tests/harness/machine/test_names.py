@@ -93,10 +93,10 @@ def test_code_under_test_from_the_checkout_or_the_command_line(tmp_path: Path) -
 
 
 def test_machine_name_and_code_reach_the_record_and_the_csv(tmp_path: Path) -> None:
-    from harness.core.spec import RunSpec
     from harness.report import csv_format
     from harness.report.view import RecordView
     from harness.run.runner import Runner
+    from harness.spec.specs import RunSpec
     from harness.store.directory import Store
 
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=2, warmup=1,

@@ -13,10 +13,10 @@ import torch
 
 from harness.collectors import CollectContext
 from harness.collectors.flops import mfu
-from harness.core.spec import RunSpec
 from harness.microbench import peak
 from harness.microbench.peak import PeakResult
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 H200 = "NVIDIA H200"
 FULL, CAPPED = {"power_limit_w": 700.0}, {"power_limit_w": 500.0}
@@ -97,13 +97,13 @@ def test_a_node_measures_every_gpu_its_ranks_use_at_once(monkeypatch: pytest.Mon
 
 def test_a_gpu_run_settles_on_the_sustained_peaks_even_with_an_in_run_probe(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness.run import guard, settle
+    from harness.run import guard, preflight
 
     monkeypatch.setattr(guard, "visible_gpus", lambda: 8)
-    monkeypatch.setattr(settle, "node_peaks", lambda *args: ("peaks of", args))
+    monkeypatch.setattr(preflight, "node_peaks", lambda *args: ("peaks of", args))
     spec = RunSpec(workload="resnet50", backend="cuda", comm="nccl", precision="bf16",
                    nproc_per_node=4, peak="in-run")
-    assert settle.cached_peak(spec) == ("peaks of", ("cuda", "bf16", torch.get_num_threads(), 4))
+    assert preflight.cached_peak(spec) == ("peaks of", ("cuda", "bf16", torch.get_num_threads(), 4))
 
 
 def _rank(index: int, uuid: str, readings: list[dict[str, Any]]) -> RankResult:

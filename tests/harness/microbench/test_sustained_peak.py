@@ -165,19 +165,19 @@ def test_the_peak_probe_runs_in_a_process_of_its_own(monkeypatch: pytest.MonkeyP
         peak_in_own_process("nonesuch", "fp32", 1)
 
 
-def test_settling_a_gpu_run_measures_its_peak_in_a_child(monkeypatch: pytest.MonkeyPatch
-                                                         ) -> None:
+def test_the_preflight_of_a_gpu_run_measures_its_peak_in_a_child(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from backends.cpu import CPUBackend
     from backends.cuda import CUDABackend
-    from harness.core.spec import RunSpec
-    from harness.run import settle
+    from harness.run import preflight
+    from harness.spec.specs import RunSpec
 
     assert CUDABackend.probes_in_own_process and not CPUBackend.probes_in_own_process
     asked: list[tuple[str, str, int, int]] = []
     monkeypatch.setattr(CPUBackend, "probes_in_own_process", True)
-    monkeypatch.setattr(settle, "node_peaks",
+    monkeypatch.setattr(preflight, "node_peaks",
                         lambda *args: asked.append(args) or "from the children")
-    monkeypatch.setattr(settle, "device_peak", lambda *args: pytest.fail("measured here"))
+    monkeypatch.setattr(preflight, "device_peak", lambda *args: pytest.fail("measured here"))
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, threads=2)
-    assert settle.cached_peak(spec) == "from the children"
+    assert preflight.cached_peak(spec) == "from the children"
     assert asked == [("cpu", "fp32", 2, 1)]  # one child per device the node's ranks use

@@ -14,17 +14,17 @@ import pytest
 
 from harness.commands.cli import main
 from harness.core.errors import UnknownNameError
-from harness.core.spec import RunSpec
-from harness.core.traffic import sent_bytes
+from harness.facts.traffic import sent_bytes
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.context import Context, StepEstimate, WorkloadFacts
 from harness.predict.costs import Link
-from harness.predict.model import modelled, predict, strategy_options
 from harness.predict.network import uniform
+from harness.predict.scaleout import modelled, predict, strategy_options
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES, volumes
 from harness.strategies.base import Layers, Option, Strategy
 from harness.strategies.ddp import BUCKET_MB, COMPRESSION, DDP
-from harness.strategies.options import OVERLAP
+from harness.strategies.strategy_options import OVERLAP
 from workloads.layers import LayerFacts
 
 # four layers of 5M parameters (20 MB each): ddp's 25 MiB buckets and 100 MiB ones differ

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.traffic import sent_bytes
+from harness.facts.traffic import sent_bytes
 from harness.predict import costs
 from harness.predict.costs import Link
 

@@ -12,10 +12,10 @@ from harness.predict.calibration import ComputeCalibration
 from harness.predict.context import Context, WorkloadFacts
 from harness.predict.costs import Link
 from harness.predict.dataparallel import UNPRICED_FSDP
-from harness.predict.model import modelled, parse_option_pairs, predict, strategy_options
 from harness.predict.network import uniform
 from harness.predict.overhead import StrategyOverhead
 from harness.predict.records import Provenance, prediction_record
+from harness.predict.scaleout import modelled, parse_option_pairs, predict, strategy_options
 from workloads.layers import LayerFacts
 
 LAYERS = (

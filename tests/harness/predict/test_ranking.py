@@ -8,7 +8,6 @@ import pytest
 
 from harness.commands.cli import main
 from harness.predict.context import StepEstimate
-from harness.predict.model import Point
 from harness.predict.ranking import (
     agreement,
     order_probability,
@@ -17,6 +16,7 @@ from harness.predict.ranking import (
     rankings,
     run_spread,
 )
+from harness.predict.scaleout import Point
 
 
 def point(strategy: str, step: float, draws: tuple[float, ...] = (), nodes: int = 4,

@@ -13,9 +13,9 @@ import pytest
 
 from harness.commands.cli import main
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
-from harness.predict.model import modelled, parse_option_pairs, step_model
+from harness.predict.scaleout import modelled, parse_option_pairs, step_model
 from harness.run.plan import resolve
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies.base import Option, Strategy, StrategyRegistry
 

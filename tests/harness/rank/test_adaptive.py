@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.core.spec import RunSpec
 from harness.rank import adaptive
 from harness.rank.adaptive import BUDGET_SPENT, TARGET_MET, decide, mser_cut, precision
 from harness.rank.loops import run_throughput
+from harness.spec.specs import RunSpec
 
 
 @pytest.fixture(autouse=True)

@@ -121,9 +121,9 @@ def test_an_nccl_run_records_its_counted_bytes_as_the_ring_formulas(tmp_path: Pa
     """NCCL goes through the counting wrapper like gloo and MPI: its record carries the bytes
     the ranks counted, and says that NCCL's wire volumes are the ring formulas, not verified
     at a socket (no GPU has run them)."""
-    from harness.core.spec import RunSpec
     from harness.run.collect import collect_run
     from harness.rundir import RankResult
+    from harness.spec.specs import RunSpec
     from harness.store.directory import Store
 
     spec = RunSpec(workload="hep_cnn", size="tiny", backend="cuda", comm="nccl",

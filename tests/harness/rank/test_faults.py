@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.core.spec import RunSpec
 from harness.rank.faults import inject_fault, mistrain
 from harness.rank.loops import run_throughput
 from harness.rundir import FAULT_VAR
+from harness.spec.specs import RunSpec
 
 SPEC = RunSpec(workload="lstm", size="tiny", batch_per_rank=4, steps=3, warmup=1, threads=1)
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.spec import RunSpec
 from harness.rank.feed import SAMPLINGS, Feed, sampling
+from harness.spec.specs import RunSpec
 from workloads import WORKLOADS, get_workload
 
 SCHEMA = Path(__file__).resolve().parents[3] / "harness" / "records" / "record.schema.json"

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from harness.core.errors import RunFailed
-from harness.core.spec import RunSpec
 from harness.rank.faults import check_finite
 from harness.rank.loops import run_throughput, run_time_to_train
+from harness.spec.specs import RunSpec
 from workloads.base import Dataset
 from workloads.hep_cnn import HEPCNNWorkload
 
@@ -54,7 +54,7 @@ PROBE_SCRIPT = r"""
 import json, sys, torch
 from backends.cpu import tune_allocator
 import harness.microbench.peak as peak
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.rank.loops import run_throughput
 
 tune_allocator()  # as a rank process does: freed blocks stay in the heap

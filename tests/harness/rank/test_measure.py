@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from backends.cuda import CUDAEventTimer
-from harness.core.spec import RunSpec
 from harness.rank import adaptive, measure
 from harness.rank.measure import Decider
+from harness.spec.specs import RunSpec
 from harness.strategies.clock import PhaseClock
 
 GPU = torch.device("cuda", 0)

@@ -89,8 +89,8 @@ def test_a_profiled_two_rank_run_keeps_a_trace_per_rank(tmp_path: Path) -> None:
 
 def test_profile_is_refused_where_ranks_do_not_step_together() -> None:
     from harness.core.errors import UsageError
-    from harness.core.spec import RunSpec
-    from harness.run.validate import validate
+    from harness.run.spec_checks import validate
+    from harness.spec.specs import RunSpec
 
     spec = RunSpec(workload="hep_cnn", size="tiny", comm="gloo", nproc_per_node=3,
                    strategy="ps-async", profile=True, batch_per_rank=4, steps=2)

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.rank.loops import run_throughput
 from harness.run.launch import launch
 from harness.rundir import CHECK_SYNC_VAR, RankResult
+from harness.spec.specs import LaunchOptions, RunSpec
 
 TTT = RunSpec(workload="hep_cnn", size="tiny", mode="ttt", batch_per_rank=16, threads=1)
 THROUGHPUT = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=8, steps=3, warmup=1,

@@ -9,8 +9,8 @@ import pytest
 
 from harness.collectors.base import CollectContext
 from harness.collectors.timing import step_time, throughput
-from harness.core.spec import RunSpec
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 from harness.store.pytest_benchmark import _metrics
 
 TIMES = [0.25, 0.2, 0.3, 0.22, 0.21]

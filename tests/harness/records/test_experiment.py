@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from harness.commands.cli import main
-from harness.core.fields import spec_key
-from harness.core.kinds import IDENTITY_FIELDS
-from harness.core.spec import RUN_FIELDS
+from harness.spec.fields import spec_key
+from harness.spec.kinds import IDENTITY_FIELDS
+from harness.spec.specs import RUN_FIELDS
 from tests.harness.report.report_records import training
 
 CHOICES = {f.spec_name: f.choices for f in RUN_FIELDS if f.choices and f.spec_name}

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from harness.core.errors import SchemaError
-from harness.core.spec import RunSpec
 from harness.core.stats import Stats
 from harness.records.record import (
     SCHEMA_VERSION,
@@ -22,6 +21,7 @@ from harness.records.record import (
     metric,
     new_run_id,
 )
+from harness.spec.specs import RunSpec
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
 SPEC_KEYS = ("schema_version", "run_id", "created_at", "status", "error", "harness", "machine",

@@ -15,7 +15,6 @@ from jsonschema import Draft202012Validator
 
 from harness.commands.cli import main
 from harness.core.errors import SchemaError
-from harness.core.spec import CommSpec, RunSpec
 from harness.microbench.collectives import CommResult
 from harness.microbench.kernels.records import kernel_record
 from harness.microbench.kernels.runner import Measurement, Roofs
@@ -23,6 +22,7 @@ from harness.microbench.kernels.sets import get_set
 from harness.rank.mlperf import RunLog
 from harness.records.record import Metric, build_record, check_record, load_record
 from harness.records.schema import SCHEMA_FILE, first_violation, record_schema
+from harness.spec.specs import CommSpec, RunSpec
 from harness.store.directory import Store
 from harness.store.pytest_benchmark import records_from_pytest_benchmark
 

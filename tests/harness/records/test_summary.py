@@ -76,7 +76,7 @@ def test_record_lists_from_the_index_keep_the_busy_and_imprecise_marks(tmp_path:
                                                                        ) -> None:
     """publish lists records from index rows: a busy machine's run and a run that missed its
     precision target show their marks there as in tables built from the records."""
-    from harness.core.machine_load import marked_status
+    from harness.machine.load import marked_status
     from harness.records.summary import summary_record
 
     quiet = made("quiet", "c" * 40, "2026-11-01T00:00:00Z", 12.5)

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.core.fields import spec_key
-from harness.core.spec import RUN_FIELDS
 from harness.records.record import Metric
+from harness.spec.fields import spec_key
+from harness.spec.specs import RUN_FIELDS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_v1.json"
 FLOPS_PER_SAMPLE = 45e6

@@ -73,10 +73,10 @@ def test_rows_are_experiments_machines_without_a_row_are_named_units_as_elsewher
     """A gloo and an MPI run of one model are two rows (they were one cell); the reference is
     the identified machine with the most records, not the unidentifiable one with more; a
     machine of kernel records alone is named under every table; MFU in %, memory in GiB."""
-    from harness.core.kinds import KERNEL
     from harness.report.machines import by_machine
     from harness.report.markdown import render
     from harness.report.view import views_of
+    from harness.spec.kinds import KERNEL
     from tests.harness.report.report_records import training
 
     unknown = {"cpu_family": None, "cpu_model_number": None, "cpu_vendor": "AuthenticAMD",

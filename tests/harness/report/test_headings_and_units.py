@@ -14,7 +14,7 @@ from report_records import collective, standard_set, training, write_store
 
 from harness.commands.cli import main
 from harness.records.record import Metric
-from harness.report.model import Table, folded
+from harness.report.document import Table, folded
 
 HARNESS = Path(__file__).resolve().parents[3] / "harness"
 
@@ -89,7 +89,7 @@ def test_the_run_summary_reads_its_headings_from_the_catalogue() -> None:
 def test_ranks_is_said_once() -> None:
     """world_size's heading is the run-field declaration's; no module of the report, publish
     or the run summary spells it again."""
-    from harness.core.headings import field_heading
+    from harness.spec.headings import field_heading
 
     assert field_heading("world_size") == "ranks" and field_heading("nnodes") == "nodes"
     assert field_heading("channels_last") == "channels last"
@@ -117,7 +117,7 @@ def _on(record: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def kernel(run_id: str, machine: str, peak: float) -> dict[str, Any]:
-    from harness.core.kinds import KERNEL
+    from harness.spec.kinds import KERNEL
 
     record = _on(training(run_id), machine)
     record["spec"].update(task=KERNEL.task, workload="kernel-gemm", family="gemm",

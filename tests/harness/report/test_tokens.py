@@ -10,11 +10,11 @@ from report_records import training, write_store
 from harness.collectors import CollectContext
 from harness.collectors.timing import throughput, tokens_per_s
 from harness.commands.cli import main
-from harness.core.spec import RunSpec
 from harness.records.record import Metric
 from harness.report.plots import throughput_plot
 from harness.report.view import views_of
 from harness.rundir import RankResult
+from harness.spec.specs import RunSpec
 
 TIMES = [0.5, 0.25, 0.5, 1.0]
 

@@ -140,7 +140,7 @@ def test_the_probe_runs_in_a_rank_process(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_the_probe_measures_its_own_fixed_count_not_the_runs_precision_target() -> None:
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
 
     spec = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=12, warmup=2,
                    target_ci=2.0, max_time=20.0, nproc_per_node=2, comm="gloo")

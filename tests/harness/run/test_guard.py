@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
 from harness.run import guard
+from harness.spec.specs import RunSpec
 from workloads import get_workload
 from workloads.memory import STATE_BYTES_PER_PARAMETER, training_bytes
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.run import guard
 from harness.run.supervisor import Supervisor
+from harness.spec.specs import LaunchOptions, RunSpec
 
 TWO_NODES = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, comm="gloo",
                     launcher="torchrun", nnodes=2, nproc_per_node=1)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from harness.core.errors import UnknownNameError, UsageError
-from harness.core.spec import RunSpec
 from harness.run.plan import plan_runs, resolve
 from harness.run.suites import Suite, load_suite
+from harness.spec.specs import RunSpec
 from workloads import get_workload
 
 USABLE_CORES = len(os.sched_getaffinity(0))

@@ -11,14 +11,14 @@ import torch
 from backends import COMPUTE_BACKENDS
 from backends.base import Availability
 from harness.core.errors import RunFailed, SkipRun
-from harness.core.spec import RunSpec
 from harness.microbench.peak import PeakResult
 from harness.rank import loops
 from harness.records.record import load_record, metric
 from harness.run import runner as runner_module
+from harness.run.preflight import unavailable_reason
 from harness.run.runner import Runner
-from harness.run.settle import unavailable_reason
 from harness.rundir import FAULT_VAR, RankResult
+from harness.spec.specs import RunSpec
 from harness.store.directory import Store
 from workloads.hep_cnn import HEPCNNWorkload
 
@@ -44,7 +44,7 @@ def fixed_peak(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
 
     from harness.microbench import peak
 
-    monkeypatch.setattr(peak, "peak_for", peak_for)  # what settle's device_peak reads
+    monkeypatch.setattr(peak, "peak_for", peak_for)  # what preflight's device_peak reads
     return asked
 
 
@@ -165,7 +165,7 @@ def test_the_cached_peak_is_settled_before_the_launch(
     monkeypatch.setattr(runner_module, "launch", launch)
     record = Runner(store).run(spec).record
     assert record["status"] == "success", record["error"]
-    ((backend, _, precision, threads),) = fixed_peak
+    ((backend, _, precision, threads, *_),) = fixed_peak  # peak_for's device and backend follow
     assert (backend, precision, threads) == ("cpu", "fp32", 2)  # two ranks of one thread
     peak = metric(record, "peak_flops")
     assert peak["value"] == PEAK.flops and peak["peak_source"] == "cached"

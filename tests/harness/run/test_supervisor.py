@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from backends.launchers import LaunchCommand
-from harness.core.spec import LaunchOptions, RunSpec
 from harness.run import supervisor as supervisor_module
 from harness.run.supervisor import Supervisor
+from harness.spec.specs import LaunchOptions, RunSpec
 
 SPEC = RunSpec(workload="hep_cnn", size="tiny", batch_per_rank=4, steps=3, comm="gloo",
                launcher="torchrun")

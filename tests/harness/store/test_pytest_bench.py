@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from harness.core.errors import SchemaError
-from harness.core.spec import RunSpec
 from harness.records.record import check_record, metric
+from harness.spec.specs import RunSpec
 from harness.store.pytest_benchmark import is_pytest_benchmark, records_from_pytest_benchmark
 from harness.store.sources import load_inputs
 
@@ -197,7 +197,7 @@ def test_bench_steps_json_loads_and_compares(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("DTBENCH_BENCH_")}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/benchmarks/bench_steps.py", "--benchmark-only",
+        [sys.executable, "-m", "pytest", "benchmarks/bench_steps.py", "--benchmark-only",
          f"--benchmark-json={out}", "-k", "hep_cnn", "-p", "no:cacheprovider", "-q"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

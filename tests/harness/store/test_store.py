@@ -12,9 +12,9 @@ import pytest
 
 from harness.core.errors import UsageError
 from harness.core.files import TMP_PREFIX, write_atomic
-from harness.core.spec import RunSpec
 from harness.machine.names import machine_label
 from harness.records.record import Metric, build_record, load_record, new_run_id
+from harness.spec.specs import RunSpec
 from harness.store.directory import Store, _slug
 from harness.store.index import INDEX_TABLE
 

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies.base import RankPlace, Recipe
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies import volumes as v
 from harness.strategies.fsdp import root_parameters
 from harness.strategies.fsdp_tp import local_parameters
-from harness.strategies.pipecut import plan_cut, ties
+from harness.strategies.pipeline_stages import plan_cut, ties
 from harness.strategies.tensor import tp_plan
 
 V, T, D, L = 256, 32, 128, 2  # gpt tiny: vocabulary, positions, width, layers

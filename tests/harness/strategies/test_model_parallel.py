@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
 from harness.run.plan import resolve
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
-from harness.strategies.pipecut import plan_cut, theoretical_bubble
+from harness.strategies.pipeline_stages import plan_cut, theoretical_bubble
 
 
 def plan(workload: str = "hep_cnn", **options: object) -> RunSpec:

@@ -11,7 +11,7 @@ import torch
 
 from harness.strategies import volumes
 from harness.strategies.lbfgs import Coordinator, G, LocalShards
-from harness.strategies.portions import PortionScheduler
+from harness.strategies.sandblaster_scheduler import PortionScheduler
 
 FEATURES, CLASSES = 12, 4
 

@@ -7,8 +7,8 @@ from torch import nn
 
 from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
-from harness.core.spec import RunSpec
 from harness.run.plan import resolve
+from harness.spec.specs import RunSpec
 from harness.strategies import STRATEGIES
 from harness.strategies.base import tensor_bytes
 

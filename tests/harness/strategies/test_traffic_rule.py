@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.core.spec import OPTION_FIELDS, RunSpec
 from harness.predict.calibration import ComputeCalibration
 from harness.predict.context import Context, workload_facts
 from harness.predict.costs import Link
-from harness.predict.model import modelled, predict, strategy_options
 from harness.predict.network import uniform
+from harness.predict.scaleout import modelled, predict, strategy_options
+from harness.spec.specs import OPTION_FIELDS, RunSpec
 from harness.strategies import STRATEGIES, volumes
 from harness.strategies.ddp import BUCKET_MB, COMPRESSION, DDP, compression_ratio
 from harness.strategies.zero1 import Zero1

@@ -136,7 +136,7 @@ def test_dp_tp_splits_gradients_and_activations() -> None:
 
 
 def test_a_strategys_bytes_are_its_classs_and_an_unknown_name_lists_the_known_ones() -> None:
-    from harness.core.spec import RunSpec
+    from harness.spec.specs import RunSpec
     from harness.strategies import STRATEGIES
 
     with pytest.raises(UnknownNameError, match="ddp"):

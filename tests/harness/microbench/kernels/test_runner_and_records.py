@@ -8,12 +8,12 @@ import datetime as dt
 import pytest
 import torch
 
-from harness.core.kinds import KERNEL
 from harness.microbench.kernels.records import kernel_record
 from harness.microbench.kernels.roofline import kernel_bytes, kernel_flops
 from harness.microbench.kernels.runner import KernelRunner, planned_steps
 from harness.microbench.kernels.sets import get_set
 from harness.records.record import check_record, metric
+from harness.spec.kinds import KERNEL
 
 FINGERPRINT = {"harness": {"version": "test"}, "machine": {"cpu_model": "test"},
                "software": {"torch": torch.__version__}}
