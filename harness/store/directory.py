@@ -295,6 +295,9 @@ class Store:
         index (report and compare warn about them)."""
         rows = []
         for path in paths:
+            if not self._relative(path).isprintable():
+                continue  # a name not UTF-8 (or with a control character) is no index key:
+                # such a file is read in full as a loose one, so every reader sees the same
             try:
                 record, status = load_record_stamped(path, self.root)
                 rows.append(self._row(record, path, status))
@@ -362,9 +365,10 @@ class Store:
                 self._release(connection)
         return len(rows) + len(gone)
 
-    def summary_rows(self) -> list[dict[str, Any]]:
+    def summary_rows(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
         """Every indexed record as a row of the index (columns by name), after bringing the
-        index in line with the files."""
+        index in line with the files (the index holds only records validated when indexed,
+        so nothing is skipped here: `warnings` is the server store's)."""
         self.reconcile_index()
         connection = self._connect()
         try:
