@@ -160,7 +160,7 @@ def _store_rows(store: Any, shown: str, catalog: Catalog) -> list[dict[str, Any]
     from harness.store.postgres import StoreError, StoreUnreachable
 
     try:
-        rows = store.summary_rows()
+        rows = store.summary_rows(catalog.warnings)
     except (StoreUnreachable, StoreError) as exc:
         raise UsageError(str(exc)) from None
     except (OSError, sqlite3.Error):
