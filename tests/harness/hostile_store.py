@@ -266,3 +266,18 @@ ISSUE_52: dict[str, tuple[list[dict[str, Any]], bool, tuple[str, ...]]] = {
          _with_metric("20240102T030531Z-hep_cnn-qmetric", 31, **_quality(metric=["a"]))],
         False, ("report html",)),
 }
+
+# Found since, by the fuzz (tests/harness/test_fuzz_readers.py) at 1b3cb06 and while fixing:
+# records the schema took that crashed a reader.
+FOUND_SINCE: dict[str, tuple[list[dict[str, Any]], bool, tuple[str, ...]]] = {
+    "losses whose rows are all empty": (  # min() of nothing in the loss plot
+        [record("20240102T030540Z-hep_cnn-emptyloss", second=40,
+                trajectory=_trajectory(losses=[[], []]))], True, ("report html",)),
+    "notes.traces that is no list": (  # every report: a float is not iterable
+        [record("20240102T030541Z-hep_cnn-traces", second=41,
+                notes={**GOLDEN.get("notes", {}), "traces": 1.5})], False, ("report",)),
+    "a throughput of 0 over four commits": (  # ruptures: "the penalty must be positive: 0"
+        _over_commits([0.0, 0.0, 0.0, 0.0]), True, ("history", "publish")),
+    "a throughput of 1e-300 over four commits": (
+        _over_commits([1e-300, 1e-300, 2e-300, 1e-300]), True, ("history",)),
+}

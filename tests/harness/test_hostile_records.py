@@ -1,7 +1,8 @@
 """Issue 52's reproductions: records the schema of 1b3cb06 took (small edits of the golden
-record, tests/harness/hostile_store.ISSUE_52) that crashed a reader with a traceback. Each
-reader that crashed now ends with an exit code and no traceback: a record the schema now
-refuses is skipped with a warning naming its file, one it takes is shown, every plot drawn."""
+record, tests/harness/hostile_store.ISSUE_52, and FOUND_SINCE) that crashed a reader with a
+traceback. Each reader that crashed now ends with an exit code and no traceback: a record the
+schema now refuses is skipped with a warning naming its file, one it takes is shown, every
+plot drawn."""
 from __future__ import annotations
 
 import json
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hostile_store import CONTROL, GOLDEN, ISSUE_52, READERS, write_json
+from hostile_store import CONTROL, FOUND_SINCE, GOLDEN, ISSUE_52, READERS, write_json
 
 from harness.commands.cli import main
 from harness.store.directory import record_folder
 
-CASES = [(case, reader) for case, (_, _, readers) in ISSUE_52.items() for reader in readers]
+RECORDS = {**ISSUE_52, **FOUND_SINCE}
+CASES = [(case, reader) for case, (_, _, readers) in RECORDS.items() for reader in readers]
 
 
 def _store(records: list[dict[str, Any]], root: Path) -> tuple[Path, Path, Path]:
@@ -34,7 +36,7 @@ def _store(records: list[dict[str, Any]], root: Path) -> tuple[Path, Path, Path]
 def test_an_issue_52_record_crashes_no_reader(case: str, reader: str, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
-    records, taken, _ = ISSUE_52[case]
+    records, taken, _ = RECORDS[case]
     store, a, b = _store(records, tmp_path)
     out = tmp_path / "out"
     out.mkdir()
