@@ -169,6 +169,22 @@ def record_validator() -> Any:
                     yield ValidationError(found[1], path=(key, *found[0]))
                     return
 
+    plain_all = Draft202012Validator.VALIDATORS["allOf"]
+
+    def all_of(validator: Any, rules: Any, instance: Any, schema: dict[str, Any]
+               ) -> Iterator[Any]:
+        """A metric's value in its unit's range (the rules "where K is one of E, V is at
+        least M") checked in Python: jsonschema's if/then descends five times a metric."""
+        ranges = [_range_rule(rule) for rule in rules]
+        if None in ranges or not isinstance(instance, dict):
+            yield from plain_all(validator, rules, instance, schema)
+            return
+        for key, among, value, least in ranges:
+            found = instance.get(value)
+            if instance.get(key) in among and _is_finite(found) and found < least:
+                yield ValidationError(f"{found!r} is less than the minimum of {least!r}",
+                                      path=(value,))
+
     plain_names = Draft202012Validator.VALIDATORS["propertyNames"]
     name = _inlined(schema["$defs"]["name"], schema["$defs"])
     text_pattern = schema["$defs"]["text"]["pattern"]
@@ -208,8 +224,23 @@ def record_validator() -> Any:
     fast = validators.extend(Draft202012Validator, {"items": items, "pattern": pattern,
                                                     "$ref": ref,
                                                     "propertyNames": property_names,
-                                                    "additionalProperties": additional})
+                                                    "additionalProperties": additional,
+                                                    "allOf": all_of})
     return fast(_inlined({k: v for k, v in schema.items() if k != "$defs"}, schema["$defs"]))
+
+
+def _range_rule(rule: Any) -> tuple[str, frozenset[Any], str, float] | None:
+    """(K, E, V, M) of a rule {"if": {"required": [K], "properties": {K: {"enum": E}}},
+    "then": {"properties": {V: {"minimum": M}}}}, else None."""
+    try:
+        (key, when), = rule["if"]["properties"].items()
+        (value, then), = rule["then"]["properties"].items()
+        if rule["if"].get("required") != [key] or set(when) != {"enum"} \
+                or set(then) != {"minimum"} or set(rule) != {"if", "then"}:
+            return None
+        return key, frozenset(when["enum"]), value, float(then["minimum"])
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def shown(value: Any) -> str:
