@@ -111,14 +111,16 @@ def _dispatch(given: list[str], argv: list[str] | None) -> int:
 
 
 def entry_point() -> None:
-    """`dtbench`: main, with the traceback of a bug masked too (Python prints it after main
-    has given the streams back)."""
+    """`dtbench`: main, with the traceback of a bug masked and filtered too (Python prints it
+    after main has given the streams back; its message may quote a record's text)."""
+    from harness.core.outputs import terminal_stream_text
     from harness.core.secrets import mask, secrets_in
 
     secrets = secrets_in(sys.argv[1:])
 
     def masked_traceback(kind: Any, value: Any, trace: Any) -> None:
-        sys.stderr.write(mask("".join(traceback.format_exception(kind, value, trace)), secrets))
+        text = mask("".join(traceback.format_exception(kind, value, trace)), secrets)
+        sys.stderr.write(terminal_stream_text(text))
 
     sys.excepthook = masked_traceback
     sys.exit(main())

@@ -123,8 +123,8 @@ def system_description(machine: Mapping[str, Any], software: Mapping[str, Any]
     interconnect = machine.get("interconnect") or {}
     network = interconnect.get("type") if isinstance(interconnect, Mapping) else None
     speed = interconnect.get("speed_mbps") if isinstance(interconnect, Mapping) else None
-    if network and speed:
-        network = f"{network} {speed:g} Mb/s"
+    if network and type(speed) in (int, float) and 0 < speed < 1e30:  # a record's claim
+        network = f"{network} {float(speed):g} Mb/s"
     return {
         "system_name": machine_label(machine),
         "host_processor_model_name": machine.get("cpu_model"),

@@ -15,7 +15,7 @@ from harness.core.files import RefusedFile, read_regular
 from harness.core.stats import Stats
 from harness.core.text import one_line
 from harness.facts.metrics import metric_info
-from harness.records.schema import first_violation, shown
+from harness.records.schema import first_violation, shown, storable
 
 SCHEMA_VERSION = 1
 STATUSES = ("success", "skipped", "failed")
@@ -88,7 +88,10 @@ def finite_json(value: Any) -> Any:
 def _finite_or_none(value: float | None) -> float | None:
     if value is None:
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an integer past the float range
+        return None
     return value if math.isfinite(value) else None
 
 
@@ -123,7 +126,7 @@ def build_record(*, run_id: str, created: dt.datetime, status: str, error: str |
     }
     if extra:
         record.update(extra)
-    return finite_json(record)
+    return storable(record)
 
 
 def metric(record: dict[str, Any], name: str) -> dict[str, Any] | None:
@@ -152,29 +155,19 @@ def check_record(record: Any, source: str = "record") -> dict[str, Any]:
     return record
 
 
-def _has_nul(node: Any) -> bool:
-    if isinstance(node, str):
-        return "\0" in node
-    if isinstance(node, dict):
-        return any(_has_nul(key) or _has_nul(value) for key, value in node.items())
-    return isinstance(node, list) and any(_has_nul(item) for item in node)
-
-
 def write_violation(record: Any) -> str | None:
-    """What keeps a record out of a store: a schema violation, a NUL character in any text
-    (PostgreSQL's text and jsonb hold none: it would be stripped from a column, or block the
-    table's later reads; a directory store refuses it too, so both take the same records), or
-    more than the MAX_RECORD_BYTES every reader refuses."""
+    """What keeps a record out of a store: a schema violation (among them a control character
+    such as NUL in any text, which PostgreSQL's text and jsonb hold none of: it would be
+    stripped from a column, or block the table's later reads; a directory store refuses it
+    too, so both take the same records), or more than the MAX_RECORD_BYTES every reader
+    refuses."""
     problem = first_violation(record)
     if problem is not None:
         return problem
     try:
         text = json.dumps(record)
-        nul = "\\u0000" in text and _has_nul(record)
     except RecursionError:
         return "nested too deep for a store"
-    if nul:
-        return "a text holds a NUL character (\\u0000), which no store keeps"
     if len(text) > MAX_RECORD_BYTES:
         return f"over the {MAX_RECORD_BYTES}-byte limit every reader of a store keeps to"
     return None

@@ -59,7 +59,8 @@ def _items(items: list[str]) -> list[str]:
 
 
 def _plots(views: list[RecordView]) -> list[str]:
-    from harness.report.plots import render_plots
+    from harness.report.plots import Plot, render_plots
+    from harness.report.safe import drawn
 
     lines = ["<h2>Plots</h2>"]
     number = 0
@@ -69,15 +70,15 @@ def _plots(views: list[RecordView]) -> list[str]:
     if any(view.is_prediction for view in views):
         from harness.report.predictions import efficiency_plot
 
-        plots.append(efficiency_plot(views))
+        plots.append(drawn(efficiency_plot, views, Plot))
     if any("time_breakdown" in view.metrics for view in views):
         from harness.report.breakdown import breakdown_plot
 
-        plots.append(breakdown_plot(views))
+        plots.append(drawn(breakdown_plot, views, Plot))
     if any(view.spec.get("data") for view in views):
         from harness.report.dataplots import loader_plot
 
-        plots.append(loader_plot(views))
+        plots.append(drawn(loader_plot, views, Plot))
     for plot in plots:
         if plot.png is None:
             lines.append(f'<p class="note">{_e(plot.caption)}</p>')

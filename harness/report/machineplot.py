@@ -16,6 +16,7 @@ from harness.records.experiment import experiment_key, fields_of, text, varying
 from harness.report.columns import heading
 from harness.report.machines import latest_runs
 from harness.report.plots import Plot, _figure, _label, _png
+from harness.report.safe import drawn
 from harness.report.view import RecordView, clean_text, group
 
 
@@ -39,7 +40,7 @@ def _group_labels(experiments: dict[str, list[RecordView]]) -> dict[str, str]:
     labels = {}
     for key, spec in specs.items():
         fields = fields_of(spec)
-        lines = [text("precision", spec.get("precision"))]
+        lines = [_label(text("precision", spec.get("precision")), 24)]
         lines += [_label(f"{heading(name)} {text(name, fields.get(name))}", 24)
                   for name in differ]
         labels[key] = "\n".join(lines)
@@ -56,7 +57,12 @@ def _legend_columns(machines: list[str], figure: Figure) -> int:
 def machines_chart(views: list[RecordView], reference: str, title: str = "Throughput by machine"
                    ) -> Plot:
     """Bars of every machine's throughput per workload and experiment, the reference's
-    ratio over each other bar; a note instead where no record has a throughput."""
+    ratio over each other bar; a note instead where no record has a throughput, or where the
+    records' figures cannot be drawn."""
+    return drawn(_chart, views, Plot, reference, title, title=title)
+
+
+def _chart(views: list[RecordView], reference: str, title: str) -> Plot:
     having = [view for view in latest_runs(views) if view.value("throughput") is not None]
     if not having:
         return Plot(title, "", "No successful training record has a throughput: no chart.")

@@ -18,7 +18,15 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from harness.core.text import size_label
-from harness.report.view import RecordView, by_experiment, clean_text, group, several_machines
+from harness.report.safe import drawn, mean
+from harness.report.view import (
+    RecordView,
+    by_experiment,
+    clean_text,
+    group,
+    number,
+    several_machines,
+)
 
 # The longest machine name a legend shows whole.
 LEGEND_LABEL = 50
@@ -269,17 +277,17 @@ def convergence_plot(views: list[RecordView]) -> Plot:
         for view in sorted(having, key=lambda v: (v.strategy, v.run_id)):
             quality = view.metrics["quality"].raw
             metric = quality.get("metric", "accuracy")
-            points = [(h["seconds"], h[metric]) for h in quality["history"]
-                      if metric in h and "seconds" in h]
+            points = [(x, y) for h in quality["history"] if (x := number(h.get("seconds")))
+                      is not None and (y := number(h.get(metric))) is not None]
             axes.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                       label=_label(f"{view.strategy} ×{view.text('world_size')}", 24)
                       if not several else _label(f"{view.machine_label}: {view.strategy} "
                                                  f"×{view.text('world_size')}", 48))
-            axes.set_ylabel(metric)
-        target = having[0].metrics["quality"].raw.get("target")
+            axes.set_ylabel(_label(metric))
+        target = number(having[0].metrics["quality"].raw.get("target"))
         if target is not None:
-            axes.axhline(float(target), color="grey", linestyle=":", linewidth=1)
-        axes.set_title(workload, fontsize="small")
+            axes.axhline(target, color="grey", linestyle=":", linewidth=1)
+        axes.set_title(_label(workload), fontsize="small")
         axes.set_xlabel("seconds since run_start")
         axes.legend(fontsize="x-small")
     return Plot(title, "Line chart of evaluation quality against seconds since the start of "
@@ -292,13 +300,13 @@ def _loss_curve(view: RecordView) -> tuple[list[float], list[float], list[float]
     """Samples seen, the workers' mean loss and seconds since the first recorded step."""
     found = view.trajectory
     losses = [row for row in found["losses"] if row]
-    steps = min(len(row) for row in losses)
-    mean = [sum(row[k] for row in losses) / len(losses) for k in range(steps)]
+    steps = min((len(row) for row in losses), default=0)
+    means = [mean(row[k] for row in losses) for k in range(steps)]  # a null loss: left out
     per_step = int(found["samples_per_step"])
     samples = [(int(found["first_step"]) + k + 1) * per_step for k in range(steps)]
     seconds = found.get("step_seconds")
     elapsed = list(accumulate(seconds[:steps])) if seconds and len(seconds) >= steps else None
-    return samples, mean, elapsed
+    return samples, means, elapsed
 
 
 def loss_plot(views: list[RecordView]) -> Plot:
@@ -389,4 +397,4 @@ def render_plots(views: list[RecordView]) -> list[Plot]:
     """Every plot of the report, in order, drawn under matplotlib's default style (the
     kernels' roofline: harness/report/kernelplots.py)."""
     with style.context("default"):
-        return [plot(views) for plot in PLOTS]
+        return [drawn(plot, views, Plot) for plot in PLOTS]

@@ -22,8 +22,10 @@ class RecordReader(Protocol):
         """Every readable record; the others named in `warnings` and skipped."""
         ...
 
-    def summary_rows(self) -> list[dict[str, Any]]:
-        """Every record as its row of index columns (columns by name)."""
+    def summary_rows(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every record as its row of index columns (columns by name); rows that cannot be
+        trusted (a server row whose record disagrees with its columns) named in `warnings`
+        and skipped."""
         ...
 
     def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
@@ -71,3 +73,17 @@ class RunStore(RecordWriter, Protocol):
     beside its record (time-to-train logs, profiler traces, --json)."""
 
     root: Path
+
+
+def choose_baseline(candidates: Iterable[dict[str, Any]], spec: RunSpec) -> dict[str, Any] | None:
+    """Of a store's successful one-rank records of the experiment, newest first: the first with
+    spec's per-rank batch (weak scaling), else the first whose batch is spec's global batch
+    (strong); stops at the first weak match, so later candidates are never loaded."""
+    strong = None
+    for record in candidates:
+        batch = record["spec"].get("batch_per_rank")
+        if batch == spec.batch_per_rank:
+            return record
+        if strong is None and batch == spec.global_batch:
+            strong = record
+    return strong

@@ -31,6 +31,7 @@ from harness.records.summary import SUMMARY_COLUMNS, summary_cells
 from harness.spec.fields import baseline_columns, integer_columns, store_columns
 from harness.spec.specs import RUN_FIELDS, RunSpec
 from harness.store import index
+from harness.store.contract import choose_baseline
 from harness.store.index import INDEX_TABLE
 
 # The index file stores of earlier versions kept inside themselves: never opened now (a shared
@@ -117,20 +118,6 @@ def _indexed_name(name: Any) -> bool:
         return False
     path = PurePosixPath(name)
     return not path.is_absolute() and ".." not in path.parts and "\0" not in name
-
-
-def choose_baseline(candidates: Iterable[dict[str, Any]], spec: Any) -> dict[str, Any] | None:
-    """Of a store's successful one-rank records of the experiment, newest first: the first with
-    spec's per-rank batch (weak scaling), else the first whose batch is spec's global batch
-    (strong); stops at the first weak match, so later candidates are never loaded."""
-    strong = None
-    for record in candidates:
-        batch = record["spec"].get("batch_per_rank")
-        if batch == spec.batch_per_rank:
-            return record
-        if strong is None and batch == spec.global_batch:
-            strong = record
-    return strong
 
 
 def record_text(record: dict[str, Any]) -> str:
@@ -298,6 +285,9 @@ class Store:
         index (report and compare warn about them)."""
         rows = []
         for path in paths:
+            if not self._relative(path).isprintable():
+                continue  # a name not UTF-8 (or with a control character) is no index key:
+                # such a file is read in full as a loose one, so every reader sees the same
             try:
                 record, status = load_record_stamped(path, self.root)
                 rows.append(self._row(record, path, status))
@@ -365,9 +355,10 @@ class Store:
                 self._release(connection)
         return len(rows) + len(gone)
 
-    def summary_rows(self) -> list[dict[str, Any]]:
+    def summary_rows(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
         """Every indexed record as a row of the index (columns by name), after bringing the
-        index in line with the files."""
+        index in line with the files (the index holds only records validated when indexed,
+        so nothing is skipped here: `warnings` is the server store's)."""
         self.reconcile_index()
         connection = self._connect()
         try:

@@ -16,14 +16,22 @@ import hashlib
 import os
 import sqlite3
 import time
+import zlib
+from importlib import resources
 from pathlib import Path
 
 from harness.core.files import cache_dir
+from harness.records.schema import SCHEMA_FILE
 
 INDEX_TABLE = "dtbench_runs"
 # Raised whenever the table's columns or what they mean change: an index of another version
 # is rebuilt from the files.
-INDEX_VERSION = 2
+INDEX_FORMAT = 2
+# ... and whenever the record schema changes: a row was validated under the schema of its
+# time, and one that refuses more must not leave its index serving records it now refuses.
+_SCHEMA_DIGEST = zlib.crc32(resources.files("harness.records").joinpath(SCHEMA_FILE)
+                            .read_bytes()) & 0xFFFFFF
+INDEX_VERSION = INDEX_FORMAT << 24 | _SCHEMA_DIGEST  # PRAGMA user_version: 32 bits
 BUSY_TIMEOUT_S = 60
 # What dtbench creates in an index: the table and its primary key's index.
 _OWN = {("table", INDEX_TABLE), ("index", f"sqlite_autoindex_{INDEX_TABLE}_1")}

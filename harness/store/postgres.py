@@ -19,29 +19,28 @@ from harness.core.errors import SchemaError, UsageError
 from harness.core.outputs import clean_text
 from harness.core.text import one_line
 from harness.records.record import MAX_RECORD_BYTES, check_record, validate_record
-from harness.records.summary import (
-    INTEGER_SUMMARY,
-    REAL_SUMMARY,
-    SUMMARY_COLUMNS,
-    summary_cells,
-)
+from harness.records.summary import REAL_SUMMARY
 from harness.spec.specs import RunSpec
+from harness.store.contract import choose_baseline
 from harness.store.directory import (
     BASELINE_COLUMNS,
     COLUMNS,
-    INTEGER_SPEC_COLUMNS,
-    SPEC_COLUMNS,
     STAMP_COLUMNS,
-    choose_baseline,
     index_cells,
     record_text,
+)
+from harness.store.server_rows import (
+    INTEGER_COLUMNS,
+    STAMP_SQL,
+    RowCache,
+    cell,
+    cells_of,
+    verify,
 )
 from harness.store.url import check_url, redact, scrub
 
 TABLE = "dtbench_runs"
 CONNECT_TIMEOUT_S = 10
-# Columns holding integers; the others hold text (what the directory index holds there).
-INTEGER_COLUMNS = frozenset({*INTEGER_SPEC_COLUMNS, *INTEGER_SUMMARY, *STAMP_COLUMNS})
 # The largest record text read from the server (a directory store's limit, harness/records/record).
 _TEXT = f"CASE WHEN octet_length(record::text) <= {MAX_RECORD_BYTES} THEN record::text END"
 _CREATE: Any = object()  # _run's `absent` for writers: the table is made where missing
@@ -79,25 +78,9 @@ def _column_type(name: str) -> str:
     return "bigint" if name in INTEGER_COLUMNS else "text"
 
 
-def _cell(name: str, value: Any) -> Any:
-    """A value the column can hold: lists, huge integers and NUL characters are left out."""
-    if value is None or isinstance(value, (dict, list)):
-        return None
-    if name in REAL_SUMMARY:
-        return float(value) if isinstance(value, int | float) else None
-    if name in INTEGER_COLUMNS:
-        if isinstance(value, bool) or not isinstance(value, int) \
-                or not -2**63 <= value < 2**63:
-            return None
-        return value
-    text = value if isinstance(value, str) else json.dumps(value)
-    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\0", "")
-
-
 def row_of(record: dict[str, Any]) -> tuple[Any, ...]:
     """The index cells of a record, in COLUMNS order (path: the file name export gives it)."""
-    values = index_cells(record, f"{record['run_id']}.json")
-    return tuple(_cell(name, values.get(name)) for name in COLUMNS)
+    return tuple(cells_of(record).values())
 
 
 class PostgresStore:
@@ -108,6 +91,7 @@ class PostgresStore:
         self.url = url
         self.shown = redact(url)
         self._ready = False
+        self._skipped: set[str] = set()  # rows warned about: once a command
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.shown!r})"
@@ -192,31 +176,35 @@ class PostgresStore:
                 for name in added:
                     connection.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} "
                                        f"{_column_type(name)}")
-                    if name in SUMMARY_COLUMNS or name in STAMP_COLUMNS:
-                        continue  # filled below, or empty (a server row has no file)
-                    source = "record->'spec'" if name in SPEC_COLUMNS else "record"
-                    cast = "::bigint" if name in INTEGER_COLUMNS else ""
-                    value = f"({source}->>'{name}'){cast}" if name != "path" \
-                        else "run_id || '.json'"
-                    connection.execute(f"UPDATE {TABLE} SET {name} = {value}")
-                if present and any(name in SUMMARY_COLUMNS for name in added):
-                    self._fill_summaries(connection)
+                if present and added:
+                    self._fill(connection, [n for n in added if n not in STAMP_COLUMNS])
                 connection.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_spec_key "
                                    f"ON {TABLE} (spec_key, status)")
         except psycopg.Error as exc:
             raise self._failure(exc, "creating the table") from None
 
     @staticmethod
-    def _fill_summaries(connection: Any) -> None:
-        """The summary columns of a table written by an older dtbench, from its records."""
-        rows = connection.execute(f"SELECT run_id, record FROM {TABLE}").fetchall()
-        assignments = ", ".join(f"{name} = %s" for name in SUMMARY_COLUMNS)
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {TABLE} SET {assignments} WHERE run_id = %s",
-                [(*(_cell(name, cells[name]) for name in SUMMARY_COLUMNS), run_id)
-                 for run_id, document in rows if isinstance(document, dict)
-                 for cells in (summary_cells(document),)])
+    def _fill(connection: Any, names: list[str]) -> None:
+        """The columns `names` of a table an older dtbench wrote, from its records, as a
+        writer derives them (a row whose record is no JSON object keeps them empty; a value
+        a column cannot hold is left out: one row never stops the upgrade)."""
+        run_ids = [row[0] for row in connection.execute(f"SELECT run_id FROM {TABLE}")]
+        assignments = ", ".join(f"{name} = %s" for name in names)
+        for start in range(0, len(run_ids), 1000):
+            updates = []
+            for run_id, text in connection.execute(
+                    f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE run_id = ANY(%s)",
+                    (run_ids[start:start + 1000],)).fetchall():
+                try:
+                    document = json.loads(text) if text is not None else None
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(document, dict):
+                    values = index_cells({**document, "run_id": run_id}, f"{run_id}.json")
+                    updates.append((*(cell(name, values.get(name)) for name in names), run_id))
+            with connection.cursor() as cursor:
+                cursor.executemany(f"UPDATE {TABLE} SET {assignments} WHERE run_id = %s",
+                                   updates)
 
     # -- the Store interface
 
@@ -306,14 +294,62 @@ class PostgresStore:
             try:
                 yield self._parsed(run_id, text)
             except SchemaError as exc:
-                if warnings is not None:
-                    warnings.append(f"skipped {exc}")
+                self._skip(warnings, run_id, str(exc))
 
-    def summary_rows(self) -> list[dict[str, Any]]:
-        """Every stored record as its row of index columns (columns by name)."""
-        return self._run("reading the index", lambda connection: [
-            dict(zip(COLUMNS, row, strict=True)) for row in connection.execute(
-                f"SELECT {', '.join(COLUMNS)} FROM {TABLE}")], [])
+    def _skip(self, warnings: list[str] | None, run_id: Any, why: str) -> None:
+        """A row left out, said once a command however many of its steps read the row."""
+        if str(run_id) in self._skipped:
+            return
+        self._skipped.add(str(run_id))
+        if warnings is not None:
+            source = f"{self.shown} run {clean_text(run_id, 200)}"
+            warnings.append(f"skipped {why if why.startswith(source) else f'{source}: {why}'}")
+
+    def _identity(self, connection: Any) -> str:
+        """The table, as the cache of verified rows knows it: the cluster's identifier where
+        the role may read it, else the URL (without its password)."""
+        try:
+            with connection.transaction():
+                cluster = connection.execute("SELECT system_identifier::text FROM "
+                                             "pg_control_system()").fetchone()[0]
+        except _psycopg().Error:
+            cluster = self.shown
+        database, schema = connection.execute("SELECT current_database(), current_schema()"
+                                              ).fetchone()
+        return f"{cluster} {database} {schema} {TABLE}"
+
+    def _verified(self, where: str, values: tuple[Any, ...], warnings: list[str] | None
+                  ) -> list[dict[str, Any]]:
+        """The rows matching `where` whose record validates and agrees with their columns
+        (harness/store/server_rows), by column; the others reported and skipped."""
+        def read(connection: Any) -> tuple[str, list[dict[str, Any]]]:
+            found = connection.execute(f"SELECT {STAMP_SQL}, {', '.join(COLUMNS)} FROM "
+                                       f"{TABLE}{where}", values).fetchall()
+            return self._identity(connection), [dict(zip(("stamp", *COLUMNS), row,
+                                                         strict=True)) for row in found]
+
+        identity, rows = self._run("reading the index", read, ("", []))
+        if not rows:
+            return []
+        cache = RowCache(identity)
+        try:
+            return verify(rows, cache, self._texts, self._parsed,
+                          lambda run_id, why: self._skip(warnings, run_id, why))
+        finally:
+            cache.close()
+
+    def summary_rows(self, warnings: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every stored record as its row of index columns (columns by name): only rows whose
+        record validates and agrees with its columns; the others are reported in `warnings`
+        and skipped (any writer with INSERT can add a row that claims anything)."""
+        return self._verified("", (), warnings)
+
+    def _texts(self, run_ids: list[str]) -> list[tuple[str, str | None]]:
+        """(run_id, stored text or None past MAX_RECORD_BYTES) of the stored runs among
+        run_ids, one query."""
+        return self._run("reading records", lambda connection: connection.execute(
+            f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE run_id = ANY(%s)",
+            (run_ids,)).fetchall(), [])
 
     def load_rows(self, rows: Iterable[dict[str, Any]], warnings: list[str] | None = None
                   ) -> Iterator[dict[str, Any]]:
@@ -322,10 +358,7 @@ class PostgresStore:
         wanted = [row["run_id"] for row in rows]
         for start in range(0, len(wanted), 1000):
             chunk = wanted[start:start + 1000]
-            found = self._run("reading records", lambda connection, chunk=chunk: connection.execute(
-                f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE run_id = ANY(%s)",
-                (chunk,)).fetchall(), [])
-            texts = dict(found)
+            texts = dict(self._texts(chunk))
             for run_id in chunk:
                 try:
                     if run_id not in texts:
@@ -333,8 +366,7 @@ class PostgresStore:
                                           "from the server")
                     yield self._parsed(run_id, texts[run_id])
                 except SchemaError as exc:
-                    if warnings is not None:
-                        warnings.append(f"skipped {exc}")
+                    self._skip(warnings, run_id, str(exc))
 
     def record_texts(self, run_ids: list[str]) -> Iterator[tuple[str, str]]:
         """(run_id, the record as JSON text) of each stored run among run_ids of at most
@@ -355,24 +387,29 @@ class PostgresStore:
     def find_baseline(self, spec: RunSpec) -> dict[str, Any] | None:
         """The newest successful world_size=1 record of the same experiment: same per-rank
         batch (weak scaling) preferred, else a batch equal to spec's global batch (strong)."""
-        where = " AND ".join(["status = 'success'", "world_size = 1",
-                              *(f"{name} = %s" for name in BASELINE_COLUMNS)])
-        values = tuple(_cell(name, getattr(spec, name)) for name in BASELINE_COLUMNS)
+        wanted = {"status": "success", "world_size": 1,
+                  **{name: cell(name, getattr(spec, name)) for name in BASELINE_COLUMNS}}
+        where = " AND ".join(f"{name} = %s" for name in wanted)
         rows = self._run("finding a baseline", lambda connection: connection.execute(
             f"SELECT run_id, {_TEXT} FROM {TABLE} WHERE {where} ORDER BY created_at DESC",
-            values).fetchall())
-        return choose_baseline(self._checked(rows), spec)
+            tuple(wanted.values())).fetchall())
+        return choose_baseline(self._checked(rows, wanted), spec)
 
-    def _checked(self, rows: Iterable[tuple[Any, str | None]]) -> Iterator[dict[str, Any]]:
-        """The stored rows that are valid records, lazily (others are passed over)."""
+    def _checked(self, rows: Iterable[tuple[Any, str | None]], wanted: dict[str, Any]
+                 ) -> Iterator[dict[str, Any]]:
+        """The stored rows that are valid records and whose record has the `wanted` cells (a
+        row's columns may claim them falsely), lazily; others are passed over."""
         for run_id, text in rows:
             try:
-                yield self._parsed(run_id, text)
+                record = self._parsed(run_id, text)
             except SchemaError:
                 continue
+            cells = cells_of(record)
+            if all(cells[name] == value for name, value in wanted.items()):
+                yield record
 
     def count_success(self, spec_key: str) -> int:
-        """Successful records of one spec (for --resume)."""
-        return int(self._run("counting records", lambda connection: connection.execute(
-            f"SELECT COUNT(*) FROM {TABLE} WHERE spec_key = %s AND status = 'success'",
-            (spec_key,)).fetchone()[0]))
+        """Successful records of one spec (for --resume): verified rows only, as summaries."""
+        return sum(row["spec_key"] == spec_key and row["status"] == "success" for row in
+                   self._verified(" WHERE spec_key = %s AND status = 'success'", (spec_key,),
+                                  None))

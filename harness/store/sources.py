@@ -161,7 +161,7 @@ def _store_rows(store: RecordReader, shown: str, catalog: Catalog) -> list[dict[
     from harness.store.postgres import StoreError, StoreUnreachable
 
     try:
-        rows = store.summary_rows()
+        rows = store.summary_rows(catalog.warnings)
     except (StoreUnreachable, StoreError) as exc:
         raise UsageError(str(exc)) from None
     except (OSError, sqlite3.Error):

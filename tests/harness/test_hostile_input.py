@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 from hostile_store import (
     CONTROL,
+    ESCAPES,
     GOLDEN,
+    MARKDOWN,
     SECRET,
     TRAVERSING_IDS,
+    escape_records,
     hostile_store,
     payload_records,
     record,
@@ -103,7 +106,7 @@ def test_a_hostile_store_through_every_reading_command(
     assert CONTROL.search(shown) is None, repr(CONTROL.search(shown))
     assert SECRET not in shown and SECRET not in _written(out)
     assert "pw-x1" not in shown
-    assert len(shown) < 400_000  # 1 MB fields are cut
+    assert len(shown) < 400_000  # 60,000-character fields are cut
     if name in MARKDOWN_OUTPUTS:
         _no_live_markdown(captured.out if output is None else (out / output).read_text())
     if output is not None and output.endswith(".csv"):
@@ -120,10 +123,11 @@ def test_only_the_valid_records_load_and_each_refusal_names_its_file(hostile: Pa
     assert {r["run_id"] for r in loaded.records} == expected
     warned = " ".join(loaded.warnings)
     for name in ("fifo.json", "zero.json", "creds.json", "linked.json", "huge.json",
-                 "deep.json", *(f"traversal{i}.json" for i in range(len(TRAVERSING_IDS)))):
+                 "deep.json", *(f"traversal{i}.json" for i in range(len(TRAVERSING_IDS))),
+                 *(f"escape{i}.json" for i in range(len(escape_records())))):
         assert name in warned, name
     assert "a FIFO" in warned and "a link to outside" in warned
-    assert "exceeds the 67108864-byte limit" in warned
+    assert "exceeds the 67108864-byte limit" in warned and "a control character" in warned
     assert Store(hostile).summary_rows() and {
         row["run_id"] for row in Store(hostile).summary_rows()} == expected
 
@@ -139,7 +143,7 @@ def test_a_traversing_run_id_never_names_a_file(tmp_path: Path) -> None:
 
 
 def test_a_nul_is_refused_on_write(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="NUL"):
+    with pytest.raises(ValueError, match=r"a control character \('\\x00'\)"):
         Store(tmp_path).add(record("20240102T030405Z-x-nul", error="a\x00b"))
     assert not list(tmp_path.rglob("*.json"))
 
@@ -148,8 +152,9 @@ def test_an_oversized_record_is_refused_on_write(tmp_path: Path) -> None:
     """What every reader would skip (over 64 MiB) is never written."""
     from harness.records.record import MAX_RECORD_BYTES
 
+    texts = {f"t{i}": "z" * 60_000 for i in range(MAX_RECORD_BYTES // 60_000 + 1)}
     with pytest.raises(ValueError, match="byte limit"):
-        Store(tmp_path).add(record("20240102T030405Z-x-big", error="z" * MAX_RECORD_BYTES))
+        Store(tmp_path).add(record("20240102T030405Z-x-big", notes=texts))
     assert not list(tmp_path.rglob("*.json"))
 
 
@@ -196,7 +201,7 @@ def test_a_symlinked_machine_folder_is_refused_for_writing(
 
 
 def test_the_filters_leave_nothing_live() -> None:
-    hostile_text = " ".join(payload_records()[1]["error"].split(" ")[:-1])
+    hostile_text = f"{ESCAPES} {MARKDOWN}"
     assert CONTROL.search(terminal_stream_text(hostile_text + "\n")) is None
     _no_live_markdown(markdown_text(hostile_text))
     assert csv_text("=1+1") == "'=1+1" and csv_text("-1.5") == "-1.5"

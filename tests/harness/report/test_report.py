@@ -403,15 +403,16 @@ def test_damaged_file_is_skipped_with_a_warning_naming_it(
         store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (store / "20240102T999999Z-broken.json").write_text('{"schema_version": 1, "run')
     # Valid for the schema, but with the odd values a record may still hold (open objects,
-    # huge counts, nulls): a report never crashes on them.
+    # counts at the schema's bound, nulls): a report never crashes on them.
     weird = collective("weird")
-    weird["spec"].update(op=None, world_size=1e308, nnodes=10**400)
+    weird["spec"].update(op=None, world_size=2**24, nnodes=0)
     weird["metrics"][0]["per_size"] = "garbage"
     weird["machine"].update(gpus=None, interconnect=None, cpu_cores=None, extra=[1])
     weird["software"]["mpi"] = "x"
     odd = training("odd-types")
     odd["spec"].update(world_size=None, precision=None)
-    odd["metrics"].append({"name": "quality", "value": 0.5, "reached": "maybe", "target": "x"})
+    odd["metrics"].append({"name": "quality", "value": 0.5, "reached": None, "target": None,
+                           "history": [{"seconds": "x"}, {}]})
     odd["metrics"].append({"name": "scaling_efficiency", "value": 0.5, "kind": ["weak"]})
     odd["metrics"].append({"name": "energy", "value": None, "unit": "J"})
     # Types the schema pins are wrong: skipped with a warning, like a damaged file.
