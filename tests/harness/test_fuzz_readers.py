@@ -8,7 +8,7 @@ terminal, draws every plot (a plot left out would be a note in the page, never a
 within COMMAND_S seconds and keeps the process under MAX_RSS bytes.
 
 The default tier tries 70 stores (244 records), derandomized (the same records on every
-run); the long tier (`--matrix`) ten times as many. Run at 1b3cb06, it found the crashes that
+run); the slow tier twice as many, the long tier (`--matrix`) ten times as many. Run at 1b3cb06, it found the crashes that
 docs/guide/reliability.md lists (now fixed cases: tests/harness/hostile_store.FOUND_SINCE).
 """
 from __future__ import annotations
@@ -38,7 +38,8 @@ from harness.store.directory import record_folder, record_text
 STORES, FEWEST, MOST = 70, 3, 6
 FUZZ = settings(max_examples=STORES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=list(HealthCheck))
-SLOW_FUZZ = settings(FUZZ, max_examples=10 * STORES)
+SLOW_FUZZ = settings(FUZZ, max_examples=2 * STORES)
+LONG_FUZZ = settings(FUZZ, max_examples=10 * STORES)
 STORE_OF_RECORDS = st.lists(records(), min_size=FEWEST, max_size=MOST)
 # Each command's bounds: a hang or a blow-up, not a speed test (commands take a second here).
 COMMAND_S = 120
@@ -148,12 +149,20 @@ def test_every_reader_takes_any_valid_record(found: list[dict[str, Any]]) -> Non
     check(run_readers(unique(found)))
 
 
-# Fourteen minutes on 2 cores: the long tier (--matrix), beside the full run matrix.
-@pytest.mark.matrix
-@pytest.mark.timeout(14400)
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
 @SLOW_FUZZ
 @given(found=STORE_OF_RECORDS)
 def test_every_reader_takes_any_valid_record_longer(found: list[dict[str, Any]]) -> None:
+    check(run_readers(unique(found)))
+
+
+# Fourteen minutes on 2 cores: the long tier (--matrix), beside the full run matrix.
+@pytest.mark.matrix
+@pytest.mark.timeout(14400)
+@LONG_FUZZ
+@given(found=STORE_OF_RECORDS)
+def test_every_reader_takes_any_valid_record_longest(found: list[dict[str, Any]]) -> None:
     check(run_readers(unique(found)))
 
 

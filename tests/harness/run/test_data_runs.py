@@ -30,7 +30,11 @@ def records(store: Path) -> list[dict[str, Any]]:
     return sorted(Store(str(store)).records(), key=lambda r: r["spec"]["world_size"])
 
 
-@pytest.mark.parametrize("fmt", list(MADE))
+# Every format's reader is tested in-process (tests/workloads); end to end, at 1 and 2 ranks,
+# the image folder and the token file in CI, the other two with --matrix (40 s each).
+@pytest.mark.parametrize("fmt", [
+    "imagefolder", "tokens", pytest.param("webdataset", marks=pytest.mark.matrix),
+    pytest.param("hdf5", marks=pytest.mark.matrix)])
 def test_made_dataset_feeds_throughput_and_time_to_train_at_1_and_2_ranks(
         tmp_path: Path, cli_runner: Any, fmt: str) -> None:
     data = make(cli_runner, tmp_path, fmt)
