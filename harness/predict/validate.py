@@ -134,16 +134,35 @@ def _given_options(spec: dict[str, Any], strategy: str) -> dict[str, Any]:
 
 
 def computing_ranks(record: dict[str, Any]) -> Any:
-    """A node's ranks that run the model: on one node, all but the parameter servers the
-    record names (comm_bytes' roles). A server holds no model: between a round's pushes it
-    waits, and applies one optimizer step to its shard, so it does not compete for a core."""
+    """A node's ranks that run the model: on one node (or nodes that are one host), all but
+    the parameter servers the record names (comm_bytes' roles). A server holds no model:
+    between a round's pushes it waits, and applies one optimizer step to its shard, so it
+    does not compete for a core."""
     spec = record["spec"]
     ranks = spec.get("nproc_per_node")
     roles = next((m.get("roles") for m in record.get("metrics", [])
                   if m.get("name") == "comm_bytes"), None)
-    if spec.get("nnodes") == 1 and isinstance(roles, list) and len(roles) == ranks:
+    if not isinstance(ranks, int):
+        return ranks
+    # All the ranks of nodes that are one host compute on its cores, as one node's do.
+    on_host = ranks * nodes_on_one_host(record)
+    if isinstance(roles, list) and len(roles) == on_host and (
+            spec.get("nnodes") == 1 or on_host > ranks):
         return sum(1 for role in roles if role != "server")
-    return ranks
+    return on_host
+
+
+def nodes_on_one_host(record: dict[str, Any]) -> int:
+    """How many of a run's nodes compute on the same machine's cores: all of them where every
+    node reports one host name (network namespaces of one VM, as dtbench's two-host tests
+    and benchmarks make them: a namespace keeps the host's name), else 1."""
+    nnodes = record["spec"].get("nnodes")
+    nodes = record.get("machine", {}).get("per_node")
+    if not (isinstance(nnodes, int) and nnodes > 1 and isinstance(nodes, list)
+            and len(nodes) == nnodes and all(isinstance(n, dict) for n in nodes)):
+        return 1
+    names = {node.get("hostname") for node in nodes}
+    return nnodes if len(names) == 1 and isinstance(next(iter(names)), str) else 1
 
 
 def core_demand(record: dict[str, Any]) -> float | None:
@@ -205,8 +224,11 @@ def validate_one(record: dict[str, Any], calibration: list[dict[str, Any]], fits
         notes.append("every core computing: communication not overlapped")
     sharing = core_sharing(record)
     if sharing > 1:
-        notes.append(f"{spec.get('nproc_per_node')} ranks x {threads} thread(s) on "
-                     f"{record['machine'].get('cpus_usable')} cores: compute x{sharing:g}")
+        shared = nodes_on_one_host(record)
+        where = f" ({shared} nodes on one host)" if shared > 1 else ""
+        notes.append(f"{spec.get('nproc_per_node', 0) * shared} ranks x {threads} thread(s) "
+                     f"on {record['machine'].get('cpus_usable')} cores{where}: compute "
+                     f"x{sharing:g}")
     if all(fit.link != link for fit in used):
         notes.append(f"comm calibrated on {used[0].link}, run on {link}")
     if "scaled" in compute.source:

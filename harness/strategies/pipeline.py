@@ -142,7 +142,10 @@ class Pipeline(Strategy):
         modules = [pieces[k] for k in self.own]
         del model, pieces
         self.model = nn.ModuleList(modules)
-        self.optimizer = self.recipe.build_optimizer(self.model.parameters())
+        owned = list(self.model.parameters())
+        # A rank whose stages hold only parameter-free layers (pooling, flatten: FLOP
+        # balancing can give a deep pipeline such a stage) has nothing to update.
+        self.optimizer = self.recipe.build_optimizer(owned) if owned else None
         self.stages = [pipelining.PipelineStage(m, k, lay.stages, self.place.device,
                                                 group=self.pipe_group)
                        for k, m in zip(self.own, modules, strict=True)]
@@ -196,7 +199,8 @@ class Pipeline(Strategy):
 
     def step(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         recipe, clock = self.recipe, self.clock
-        self.optimizer.zero_grad(set_to_none=True)
+        if self.optimizer is not None:
+            self.optimizer.zero_grad(set_to_none=True)
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.first else ()
         kwargs: dict[str, Any] = {"target": targets, "losses": losses} if self.last else {}
@@ -222,7 +226,8 @@ class Pipeline(Strategy):
                 dist.broadcast(loss, src=self.last_rank, group=self.pipe_group)
                 self._clip()
         with clock.phase("optimizer"):
-            self.optimizer.step()
+            if self.optimizer is not None:
+                self.optimizer.step()
         clock.end_step()
         return loss
 

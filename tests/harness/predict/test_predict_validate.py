@@ -60,6 +60,20 @@ def test_ranks_sharing_cores_slow_compute(run_record) -> None:
     assert core_sharing(run_record([1.0], world_size=2, threads=2)) == 1.0
 
 
+def test_nodes_that_are_one_host_share_its_cores(run_record) -> None:
+    """Two network-namespace "hosts" of one 2-core VM report one host name: their 4 ranks
+    share 2 cores (compute x2); two real hosts (two names) or unknown names do not."""
+    def two_nodes(*names: str | None) -> dict:
+        record = run_record([1.0], world_size=4, threads=1, nnodes=2, nproc_per_node=2)
+        record["machine"]["cpus_usable"] = 2
+        record["machine"]["per_node"] = [{"hostname": name, "cpus_usable": 2} for name in names]
+        return record
+
+    assert core_sharing(two_nodes("vm", "vm")) == 2.0
+    assert core_sharing(two_nodes("node1", "node2")) == 1.0
+    assert core_sharing(two_nodes(None, None)) == 1.0
+
+
 def test_communication_is_not_overlapped_where_compute_fills_the_cores(run_record) -> None:
     """2 ranks x 1 thread on 2 CPUs: full, so the models' overlap is off (a note says so);
     2 ranks x 1 thread on 4 CPUs: not; a GPU run never."""
