@@ -86,7 +86,7 @@ def test_no_line_is_longer_than_120_characters(tmp_path: Path,
     for folder, flags in (("base", ["avx"]), ("cand", [f"flag{i}" for i in range(200)])):
         for path in (tmp_path / folder).glob("*.json"):
             record = json.loads(path.read_text())
-            record["machine"].update(isa_flags=flags, cpu_model=f"{folder} " + "M" * 300)
+            record["machine"].update(isa_flags=flags, cpu_model=f"{folder} " + "M" * 240)
             path.write_text(json.dumps(record))
     assert main(["compare", base, cand, "--allow-different-hardware", "--verbose"]) == 1
     captured = capsys.readouterr()
