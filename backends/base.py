@@ -60,6 +60,11 @@ class StepTimer(ABC):
         last `lag`; all of them on the host."""
         return self.samples()
 
+    def cpu_samples(self) -> list[float]:
+        """Per-step CPU seconds of this process (user + system, every thread), in step order;
+        empty where the timer does not read them (a device's steps run on the device)."""
+        return []
+
 
 class ComputeBackend(ABC):
     """Where kernels run: device placement, precision contexts, timing and memory queries."""

@@ -63,20 +63,27 @@ def onednn_isa() -> str | None:
 
 
 class PerfCounterTimer(StepTimer):
-    """Host wall-clock per step; CPU kernels are synchronous so no sync is needed."""
+    """Host wall-clock per step, and the process's CPU time over the same interval (every
+    thread's: OpenMP's and the rank's own); CPU kernels are synchronous so no sync is needed."""
 
     def __init__(self) -> None:
         self._times: list[float] = []
-        self._t0 = 0.0
+        self._cpu: list[float] = []
+        self._t0 = self._c0 = 0.0
 
     def start(self) -> None:
+        self._c0 = time.process_time()
         self._t0 = time.perf_counter()
 
     def stop(self) -> None:
         self._times.append(time.perf_counter() - self._t0)
+        self._cpu.append(time.process_time() - self._c0)
 
     def samples(self) -> list[float]:
         return list(self._times)
+
+    def cpu_samples(self) -> list[float]:
+        return list(self._cpu)
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4

@@ -1,5 +1,6 @@
-"""step_time (max over ranks, per step), throughput (global samples per second) and, for a
-language model, tokens_per_s (the same rate in tokens)."""
+"""step_time (max over ranks, per step), throughput (global samples per second), cpu_time (the
+CPU seconds of a step, all ranks) and, for a language model, tokens_per_s (the same rate in
+tokens)."""
 from __future__ import annotations
 
 import statistics
@@ -65,6 +66,23 @@ def throughput(context: CollectContext) -> list[Metric]:
     return [throughput_metric(global_batch, times,
                               extra={"measured_steps": len(times),
                                      "overall": global_batch * len(times) / sum(times)})]
+
+
+@collector("cpu_time")
+def cpu_time(context: CollectContext) -> list[Metric]:
+    """The CPU seconds a step costs: per step, the sum over ranks of each rank process's CPU
+    time (user + system, every thread) over its timed step; the value is the median. Beside
+    the wall clock it leaves out what the process did not run for (another process or the
+    hypervisor on its cores, idle waits), and counts what threads spin."""
+    per_rank = [r.step_cpu_times for r in context.ranks if r.step_cpu_times]
+    if not per_rank or len(per_rank) < len([r for r in context.ranks if r.step_times]):
+        return []  # a rank without the reading (a device timer) leaves the sum unknown
+    steps = min(len(times) for times in per_rank)
+    samples = [sum(times[i] for times in per_rank) for i in range(steps)]
+    return [measured("cpu_time", statistics.median(samples), samples=samples,
+                     extra={"ranks": len(per_rank),
+                            "aggregation": "sum over ranks of each process's CPU seconds per "
+                                           "step; value is the median"})]
 
 
 @collector("first_step_time")

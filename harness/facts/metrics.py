@@ -101,6 +101,8 @@ CATALOGUE: tuple[MetricInfo, ...] = (
             "a sample holds (language models)"),
     _metric("step_time", "s", LOWER, "step time", "wall time per step, the slowest rank's",
             scale=STEP_TIME, index=2),
+    _metric("cpu_time", "s", LOWER, "CPU time/step", "CPU seconds of a step, every thread of "
+            "every rank's process (user + system)", DIAGNOSTIC, scale=STEP_TIME, column=False),
     _metric("first_step_time", "s", LOWER, "first step", "the first warm-up step (compilation "
             "shows here)"),
     _metric("flops_per_sample", "FLOP", LOWER, "FLOPs per sample", "forward + backward FLOPs "

@@ -241,6 +241,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     times = timer.samples()
     result.settling_times = times[:decision.discard]
     result.step_times = times[decision.discard:]
+    result.step_cpu_times = timer.cpu_samples()[decision.discard:]
     result.measurement = adaptive.summary(times, decision.discard, decision.reason,
                                           target=spec.target_ci, max_time=spec.max_time)
     result.data = feed.summary(waits[decision.discard:])
@@ -360,6 +361,7 @@ def _time_to_train(spec: RunSpec, log: mlperf.RunLog, rank: int, local_rank: int
     result.memory = backend.memory_details(device)
     _peak_reading(trainer, result, "after")
     result.step_times = timer.samples()
+    result.step_cpu_times = timer.cpu_samples()
     result.losses = [float(v) for v in losses[:step].cpu()]
     result.quality = quality
     result.target_reached = reached
