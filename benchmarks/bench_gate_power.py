@@ -65,12 +65,12 @@ def finished(root: Path) -> dict[int, dict[str, Any]]:
     return {entry["index"]: entry for entry in entries}
 
 
-def check_plan(root: Path, run: str, slowdowns: list[float]) -> None:
+def check_plan(root: Path, run: str, slowdowns: list[float], work: str) -> None:
     """A pool is one configuration: resuming it with another is refused."""
     path = root / PLAN
-    wanted = {"run": run, "slowdowns": slowdowns}
+    wanted = {"run": run, "slowdowns": slowdowns, "work": work}
     if path.exists():
-        kept = json.loads(path.read_text())
+        kept = {"work": "idle", **json.loads(path.read_text())}  # older pools slept
         if {k: kept.get(k) for k in wanted} != wanted:
             raise SystemExit(f"{root}: holds a pool of {kept}; name another --keep DIR for "
                              f"{wanted}")
@@ -80,7 +80,7 @@ def check_plan(root: Path, run: str, slowdowns: list[float]) -> None:
 
 
 def make_pool(root: Path, run: str, slowdowns: list[float], rounds: int,
-              budget_hours: float | None) -> None:
+              budget_hours: float | None, work: str = "idle") -> None:
     """Run the pool's invocations that DIR lacks, in plan order, within the budget."""
     done = finished(root)
     levels = power.plan(rounds, slowdowns)
@@ -95,7 +95,8 @@ def make_pool(root: Path, run: str, slowdowns: list[float], rounds: int,
             return
         out = folder_of(root, index, level)
         shutil.rmtree(out, ignore_errors=True)  # an invocation cut short is made again
-        extra = ["--straggler", f"0:{power.straggler_factor(level):.6g}"] if level else []
+        extra = ["--straggler", f"0:{power.straggler_factor(level):.6g}",
+                 "--straggler-work", work] if level else []
         begun = time.monotonic()
         result = dtbench("run", *shlex.split(run), *extra, "-q", "--machine", "bench",
                          "--out", str(out))
@@ -119,33 +120,38 @@ def load_pool(root: Path) -> list[power.Invocation]:
             for index, entry in sorted(finished(root).items())]
 
 
-def report(pool: list[power.Invocation], modes: list[str], threshold: float, run: str
-           ) -> dict[str, Any]:
-    """Each gate mode's curve as a table, the slowdown actually injected, the setup."""
+def report(pool: list[power.Invocation], modes: list[str], threshold: float, run: str,
+           clocks: list[str], work: str = "idle") -> dict[str, Any]:
+    """Each clock's and gate mode's curve as a table, the slowdown actually injected on each
+    clock, the setup."""
     workloads = sorted({w for inv in pool for w in power.throughputs(inv)})
     found: dict[str, Any] = {"machine": cpu(), "date": datetime.date.today().isoformat(),
-                             "run": run, "invocations": len(pool), "threshold": threshold,
-                             "modes": {}}
+                             "run": run, "work": work, "invocations": len(pool),
+                             "threshold": threshold, "modes": {}, "injected": {}}
     print(f"\nmachine: {cpu()}; {datetime.date.today()}; each invocation: dtbench run {run}; "
-          f"{len(pool)} invocations, median {statistics.median(i.seconds for i in pool):.0f} s")
-    for mode in modes:
-        with contextlib.redirect_stderr(io.StringIO()):  # compare's warnings, once per gate
-            outcomes = power.evaluate(pool, mode, threshold)
-        points = power.curve(outcomes, workloads)
-        print("\n" + power.table(points, workloads, mode))
-        short = [f"{p.slowdown_pct:g}%: {p.gates}" for p in points
-                 if p.gates < (20 if p.slowdown_pct == 0 else 10)]
-        if short:
-            print(f"(fewer gates than 20 same-commit / 10 slowed: {', '.join(short)}; more "
-                  "--rounds)")
-        found["modes"][mode] = [p.as_dict() for p in points]
-    injected = power.injected(pool)
-    print("\nslowdown injected, as measured (1 - slowed / same-commit median throughput):")
-    print("| asked | " + " | ".join(workloads) + " |\n|" + "---|" * (len(workloads) + 1))
-    for level, per_workload in injected.items():
-        print(f"| {level:g}% | " + " | ".join(f"{per_workload.get(w, float('nan')):.1f}%"
-                                              for w in workloads) + " |")
-    found["injected"] = {str(k): v for k, v in injected.items()}
+          f"straggler {work}; {len(pool)} invocations, median "
+          f"{statistics.median(i.seconds for i in pool):.0f} s")
+    for clock in clocks:
+        timed = power.on_clock(pool, clock)
+        for mode in modes:
+            with contextlib.redirect_stderr(io.StringIO()):  # compare's warnings, once a gate
+                outcomes = power.evaluate(timed, mode, threshold)
+            points = power.curve(outcomes, workloads)
+            print("\n" + power.table(points, workloads, f"{mode}, {clock} clock"))
+            short = [f"{p.slowdown_pct:g}%: {p.gates}" for p in points
+                     if p.gates < (20 if p.slowdown_pct == 0 else 10)]
+            if short:
+                print(f"(fewer gates than 20 same-commit / 10 slowed: {', '.join(short)}; "
+                      "more --rounds)")
+            found["modes"][f"{mode}/{clock}"] = [p.as_dict() for p in points]
+        injected = power.injected(timed)
+        print(f"\nslowdown injected on the {clock} clock, as measured (1 - slowed / "
+              "same-commit median throughput):")
+        print("| asked | " + " | ".join(workloads) + " |\n|" + "---|" * (len(workloads) + 1))
+        for level, per_workload in injected.items():
+            print(f"| {level:g}% | " + " | ".join(f"{per_workload.get(w, float('nan')):.1f}%"
+                                                  for w in workloads) + " |")
+        found["injected"][clock] = {str(k): v for k, v in injected.items()}
     return found
 
 
@@ -163,6 +169,13 @@ def main() -> None:
                         help=f"a slowdown to inject, repeatable (default {power.SLOWDOWNS})")
     parser.add_argument("--gate", action="append", metavar="MODE",
                         help="history or interleaved:K, repeatable (default history)")
+    parser.add_argument("--work", choices=("idle", "busy"), default="idle",
+                        help="what the slowed rank does for its extra time: idle (sleeps) or "
+                        "busy (computes, as slower code would; its CPU time grows too); "
+                        "default idle")
+    parser.add_argument("--clock", action="append", choices=power.CLOCKS,
+                        help="decide the gates on this clock, repeatable: wall (what dtbench "
+                        "gate reads) or cpu (the processes' CPU time; default wall)")
     parser.add_argument("--threshold", type=float, default=5.0,
                         help="the gate's threshold, percent (default 5)")
     parser.add_argument("--budget-hours", type=float,
@@ -176,13 +189,14 @@ def main() -> None:
     for mode in modes:
         power.gates_of([], mode)  # an unknown mode is refused before hours of runs
     if not args.evaluate_only:
-        check_plan(args.keep, args.run, slowdowns)
-        make_pool(args.keep, args.run, slowdowns, args.rounds, args.budget_hours)
+        check_plan(args.keep, args.run, slowdowns, args.work)
+        make_pool(args.keep, args.run, slowdowns, args.rounds, args.budget_hours, args.work)
     pool = load_pool(args.keep)
     if not pool:
         raise SystemExit(f"{args.keep}: no finished invocation to evaluate")
-    run = json.loads((args.keep / PLAN).read_text())["run"]
-    found = report(pool, modes, args.threshold, run)
+    kept = json.loads((args.keep / PLAN).read_text())
+    found = report(pool, modes, args.threshold, kept["run"], args.clock or ["wall"],
+                   kept.get("work", "idle"))
     if args.json_file:
         args.json_file.write_text(json.dumps(found, indent=1) + "\n")
 

@@ -83,6 +83,8 @@ class RankResult:
     # The process's CPU seconds over each measured step (all its threads), where the timer
     # reads them (the host's: harness/collectors/timing.py `cpu_time`)
     step_cpu_times: list[float] = field(default_factory=list)
+    # --speed-probe: the seconds of the fixed probe timed after each measured step
+    probe_times: list[float] = field(default_factory=list)
     # Seconds of each warm-up step (the first holds compilation and IPEX's first rewrite)
     warmup_times: list[float] = field(default_factory=list)
     # Measured steps left out as not yet settled (harness/rank/adaptive), before step_times

@@ -85,6 +85,21 @@ def cpu_time(context: CollectContext) -> list[Metric]:
                                            "step; value is the median"})]
 
 
+@collector("reference_time")
+def reference_time(context: CollectContext) -> list[Metric]:
+    """--speed-probe: the fixed probe's seconds after each measured step (the mean over the
+    ranks that timed it), the machine's speed beside each step; the value is the median."""
+    per_rank = [r.probe_times for r in context.ranks if r.probe_times]
+    if not per_rank:
+        return []
+    steps = min(len(times) for times in per_rank)
+    samples = [statistics.fmean(times[i] for times in per_rank) for i in range(steps)]
+    return [measured("reference_time", statistics.median(samples), samples=samples,
+                     extra={"ranks": len(per_rank),
+                            "aggregation": "mean over ranks of the probe timed after each "
+                                           "step; value is the median"})]
+
+
 @collector("first_step_time")
 def first_step_time(context: CollectContext) -> list[Metric]:
     """The first warm-up step of the slowest rank: it holds torch.compile's compilation and

@@ -28,11 +28,18 @@ from typing import Any
 
 from harness.compare.baseline import HISTORY_RUNS, select_baseline
 from harness.compare.command import Verdict, judge
+from harness.core.stats import Stats
 from harness.records.record import metric as find_metric
 from harness.spec.fields import spec_key
 from harness.spec.specs import RUN_FIELDS
 
 SLOWDOWNS = (2.0, 3.0, 5.0, 10.0)
+# The spec fields that slow an invocation, at the values a run without a straggler has.
+SLOWING: dict[str, Any] = {"straggler": None, "straggler_work": "idle"}
+# The clocks a gate can be decided on: the wall clock (what dtbench gate reads), the
+# process's CPU time (cpu_time standing in for the step time and its throughput), or the wall
+# clock divided by the speed probe timed beside each step (--speed-probe's reference_time).
+CLOCKS = ("wall", "cpu", "probe")
 TARGET_BRANCH = "main"
 CANDIDATE_COMMIT = "c" * 40
 
@@ -134,14 +141,14 @@ def as_change(record: dict[str, Any], keys: dict[str, str], commit: str = CANDID
     its spec (and its key, the same-commit runs' key of that spec), on a branch of its own."""
     found = _with_code(record, commit, "change")
     if found["spec"].get("straggler") is not None:
-        found["spec"]["straggler"] = None
+        found["spec"].update(SLOWING)
         shape = _shape(found["spec"])
         found["spec_key"] = keys.get(shape) or spec_key(found["spec"], RUN_FIELDS)
     return found
 
 
 def _shape(spec: dict[str, Any]) -> str:
-    return json.dumps({k: v for k, v in spec.items() if k != "straggler"}, sort_keys=True,
+    return json.dumps({k: v for k, v in spec.items() if k not in SLOWING}, sort_keys=True,
                       default=str)
 
 
@@ -222,6 +229,65 @@ def curve(outcomes: Sequence[Outcome], workloads: Sequence[str]) -> list[CurvePo
         for workload in outcome.workloads:
             point.per_workload[workload] = point.per_workload.get(workload, 0) + 1
     return [points[level] for level in sorted(points)]
+
+
+def _samples(record: dict[str, Any], name: str) -> list[float]:
+    entry = find_metric(record, name) or {}
+    return [s for s in entry.get("samples") or [] if isinstance(s, (int, float)) and s > 0]
+
+
+def on_cpu_clock(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as it would read had its steps been timed by the process's CPU time: step_time
+    and throughput from cpu_time's per-step samples (tokens_per_s, which restates throughput,
+    left out). A record without cpu_time is returned as it is."""
+    return _restate(record, _samples(record, "cpu_time"))
+
+
+def on_probe_clock(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's steps in units of the speed probe timed after each (--speed-probe): step i's
+    wall time over probe i's, and the throughput from those; a record without both is
+    returned as it is."""
+    steps, probes = _samples(record, "step_time"), _samples(record, "reference_time")
+    if not steps or len(steps) != len(probes):
+        return record
+    return _restate(record, [step / probe for step, probe in zip(steps, probes, strict=True)])
+
+
+def _restate(record: dict[str, Any], samples: list[float]) -> dict[str, Any]:
+    """`record` with step_time and throughput read from `samples`, one per step."""
+    if not samples:
+        return record
+    found = copy.deepcopy(record)
+    batch = int(found["spec"].get("global_batch") or 0)
+    metrics = []
+    for entry in found.get("metrics") or []:
+        name = entry.get("name")
+        if name == "tokens_per_s":
+            continue
+        if name == "step_time":
+            entry = _restated(entry, statistics.median(samples), samples)
+        elif name == "throughput" and batch:
+            entry = _restated(entry, batch / statistics.median(samples),
+                              [batch / s for s in samples])
+        metrics.append(entry)
+    found["metrics"] = metrics
+    return found
+
+
+def _restated(entry: dict[str, Any], value: float, samples: list[float]) -> dict[str, Any]:
+    stats = Stats.of(samples)
+    return {**entry, "value": value, "samples": samples, "stats": stats.as_dict()}
+
+
+def on_clock(pool: Sequence[Invocation], clock: str) -> list[Invocation]:
+    """The pool with each record read on `clock` (CLOCKS)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}: one of {', '.join(CLOCKS)}")
+    if clock == "wall":
+        return list(pool)
+    restate = on_cpu_clock if clock == "cpu" else on_probe_clock
+    return [Invocation(run.index, run.slowdown_pct, tuple(map(restate, run.records)),
+                       run.seconds) for run in pool]
 
 
 def throughputs(run: Invocation) -> dict[str, float]:

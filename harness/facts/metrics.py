@@ -103,6 +103,9 @@ CATALOGUE: tuple[MetricInfo, ...] = (
             scale=STEP_TIME, index=2),
     _metric("cpu_time", "s", LOWER, "CPU time/step", "CPU seconds of a step, every thread of "
             "every rank's process (user + system)", DIAGNOSTIC, scale=STEP_TIME, column=False),
+    _metric("reference_time", "s", LOWER, "speed probe", "--speed-probe: a fixed matrix "
+            "product timed after each measured step (the machine's speed then)", CONSTANT,
+            scale=STEP_TIME, column=False),
     _metric("first_step_time", "s", LOWER, "first step", "the first warm-up step (compilation "
             "shows here)"),
     _metric("flops_per_sample", "FLOP", LOWER, "FLOPs per sample", "forward + backward FLOPs "

@@ -18,7 +18,7 @@ from harness.rank import adaptive, mlperf
 from harness.rank.energy import EnergyWindow
 from harness.rank.faults import check_finite, inject_fault, parameter_checksum
 from harness.rank.feed import Feed
-from harness.rank.measure import Decider, measure
+from harness.rank.measure import Decider, SpeedProbe, measure
 from harness.rank.trainer import Trainer
 from harness.rundir import CHECK_SYNC_VAR, RankResult
 from harness.spec.specs import RunSpec
@@ -230,8 +230,13 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
         waits.append(waited)
         return trainer.step(inputs, targets)
 
+    probe = SpeedProbe(device) if spec.speed_probe else None
+    probes: list[float] = []
+
     def after(index: int) -> None:
         _end_step(trainer)
+        if probe is not None:
+            probes.append(probe.time())
         if check_sync:
             result.param_checksums.append(parameter_checksum(trainer.model))
 
@@ -242,6 +247,7 @@ def run_throughput(spec: RunSpec, rank: int = 0, local_rank: int = 0,
     result.settling_times = times[:decision.discard]
     result.step_times = times[decision.discard:]
     result.step_cpu_times = timer.cpu_samples()[decision.discard:]
+    result.probe_times = probes[decision.discard:]
     result.measurement = adaptive.summary(times, decision.discard, decision.reason,
                                           target=spec.target_ci, max_time=spec.max_time)
     result.data = feed.summary(waits[decision.discard:])

@@ -19,6 +19,35 @@ from backends.base import StepTimer
 from harness.rank import adaptive
 from harness.spec.specs import RunSpec
 
+# --speed-probe: PROBE_PRODUCTS products of square matrices of PROBE_SIDE, a few milliseconds
+# on two cores (a small share of a step), big enough to run on every intra-op thread.
+PROBE_SIDE, PROBE_PRODUCTS = 384, 4
+
+
+class SpeedProbe:
+    """The machine's speed at a moment (--speed-probe): the seconds a fixed matrix product
+    takes on the rank's device and threads, timed after each measured step, outside it. On a
+    shared VM a step's time moves with its neighbours' load from one second to the next; the
+    probe timed beside each step moves with it, so step / probe is steadier (docs/measurements/
+    ci-gate.md)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.operand = torch.full((PROBE_SIDE, PROBE_SIDE), 1.0 / PROBE_SIDE, device=device)
+        self.product = torch.empty_like(self.operand)
+
+    def time(self) -> float:
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        started = time.perf_counter()
+        for _ in range(PROBE_PRODUCTS):
+            torch.mm(self.operand, self.operand, out=self.product)
+        if cuda:
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - started
+
+
 # What a stop decision's broadcast carries besides the cut: the reason, by number.
 REASONS = ("", adaptive.TARGET_MET, adaptive.BUDGET_SPENT)
 

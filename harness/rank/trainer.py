@@ -14,6 +14,7 @@ from harness.rank.faults import inject_fault, mistrain
 from harness.rundir import RankResult
 from harness.spec.specs import RunSpec
 from harness.strategies.base import STRATEGIES, RankPlace, Recipe, Strategy
+from harness.strategies.clock import straggle
 
 
 class Trainer:
@@ -124,7 +125,7 @@ class Trainer:
                                                              "optimizer")) \
                 or time.perf_counter() - started
             delay = (self.straggler_factor - 1.0) * compute
-            time.sleep(delay)
+            straggle(delay, self.spec.straggler_work, self.device)
             if steps:
                 steps[-1]["straggler_delay"] = delay
         return loss

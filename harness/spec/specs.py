@@ -25,6 +25,9 @@ from harness.spec.fields import (
 )
 
 SIZES = ("tiny", "small", "full")
+# What a straggler does for its extra time: sleep (a slow or shared worker), or compute (a
+# slower code path: the extra time shows in the process's CPU time as well as on the clock).
+STRAGGLER_WORK = ("idle", "busy")
 # Large-batch training (workloads/optimizers.py, which checks the same names)
 OPTIMIZERS = ("default", "lars", "lamb")
 LR_SCALINGS = ("none", "linear", "sqrt")
@@ -115,6 +118,17 @@ class RunSpec:
     straggler: tuple[int, float] | None = declare(
         None, "--straggler", metavar="RANK:FACTOR", suite=str, newer=True,
         help="that rank's compute takes FACTOR times as long, e.g. 1:3 (default: none)")
+    straggler_work: str = declare(
+        "idle", "--straggler-work", choices=STRAGGLER_WORK, suite=str, newer=True,
+        help="what the straggler does for its extra time: idle (sleeps, as a slow or shared "
+        "worker) or busy (computes, as a slower code path; its CPU time grows too); "
+        "default {default}")
+    speed_probe: bool = declare(
+        False, "--speed-probe", action="store_true", suite=bool, newer=True,
+        help="after each measured step, time a fixed matrix product on the rank's device and "
+        "threads (outside the step): the machine's speed at that moment, the reference_time "
+        "metric, which a gate can divide out; its cache traffic touches the steps, so it is "
+        "part of the experiment (default off)")
     precision: str = declare("fp32", "--precision", choices=PRECISIONS, suite=str, multi=5,
                              store=True, baseline=True, report=6,
                              help="numeric precision (repeatable; default {default})")

@@ -20,7 +20,6 @@ the run's Recipe.
 """
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from harness.comm.meter import CommMeter
 from harness.core.errors import UsageError
 from harness.core.registry import Registry
 from harness.spec.specs import RunSpec
-from harness.strategies.clock import PhaseClock
+from harness.strategies.clock import PhaseClock, straggle
 from harness.strategies.strategy_options import Option
 from workloads.layers import LayerFacts
 
@@ -236,7 +235,7 @@ class Strategy(ABC):
         # On a GPU so_far waits for the step's compute to finish: the device then stays idle
         # for the delay, since nothing is queued behind it.
         delay = (factor - 1.0) * self.clock.so_far("forward", "backward")
-        time.sleep(delay)
+        straggle(delay, self.spec.straggler_work, self.place.device)
         self.clock.add("straggler_delay", delay)
 
     @property

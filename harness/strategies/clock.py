@@ -14,6 +14,29 @@ import torch
 # never drains the device's queue (a synchronise per step would start each step on an idle
 # GPU and add the launch latency that training hides).
 LAG_STEPS = 2
+# The square matrices a busy straggler multiplies: big enough to run on every intra-op thread,
+# small enough (about a millisecond on two cores) to end near the time it was given.
+BUSY_SIDE = 256
+
+
+def straggle(seconds: float, work: str, device: torch.device) -> None:
+    """A straggler's extra time (--straggler, --straggler-work): asleep (`idle`), or computing
+    matrix products on the rank's device and threads until it is spent (`busy`, as a slower
+    code path would, so the process's CPU time grows with it)."""
+    if seconds <= 0.0:
+        return
+    if work != "busy":
+        time.sleep(seconds)
+        return
+    operand = torch.ones(BUSY_SIDE, BUSY_SIDE, device=device)
+    product = torch.empty_like(operand)
+    now = time.perf_counter()
+    end, last = now + seconds, 0.0
+    while now + last / 2 < end:  # stop where one more product would overshoot more than not
+        torch.mm(operand, operand, out=product)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        last, now = time.perf_counter() - now, time.perf_counter()
 
 
 @dataclass

@@ -43,6 +43,7 @@ from harness.core.errors import UsageError
 from harness.spec.specs import RunSpec
 from harness.strategies import volumes
 from harness.strategies.base import STRATEGIES, Layers, Option, Strategy, backward
+from harness.strategies.clock import straggle
 from harness.strategies.ps import SERVERS, flat_checksum
 from harness.strategies.sandblaster_servers import CoordinatorLoop, ShardLoop
 
@@ -191,7 +192,7 @@ class Sandblaster(Strategy):
             backward(loss, recipe.scaler)
         if self.straggler_factor > 1.0:
             delay = (self.straggler_factor - 1.0) * (time.perf_counter() - started)
-            time.sleep(delay)
+            straggle(delay, self.spec.straggler_work, self.place.device)
             clock.add("straggler_delay", delay)
         self.portions_run += 1
         gradient = parameters_to_vector(

@@ -2,14 +2,15 @@
 report (Markdown, HTML, CSV, --by machine), compare (text, Markdown, --trajectory), history,
 publish, predict and its calibration, store import, called in-process on a directory store of
 the generated records; on a PostgreSQL store too (with store export, and rows whose index
-columns a writer forged) in the slow tier (70 stores). Whatever schema-valid records a store holds, each
-command ends with an exit code (never a traceback), writes no control character to the
-terminal, draws every plot (a plot left out would be a note in the page, never a crash), ends
-within COMMAND_S seconds and keeps the process under MAX_RSS bytes.
+columns a writer forged) in the slow tier (70 stores). Whatever schema-valid records a store
+holds, each command ends with an exit code (never a traceback), writes no control character to
+the terminal, draws every plot (a plot left out would be a note in the page, never a crash),
+ends within COMMAND_S seconds and keeps the process under MAX_RSS bytes.
 
-The default tier tries 70 stores (244 records), derandomized (the same records on every
-run); the slow tier twice as many, the long tier (`--matrix`) ten times as many. Run at 1b3cb06, it found the crashes that
-docs/guide/reliability.md lists (now fixed cases: tests/harness/hostile_store.FOUND_SINCE).
+The default tier tries 70 stores (244 records), derandomized (the same records on every run);
+the slow tier twice as many, the long tier (`--matrix`) ten times as many. Run at 1b3cb06, it
+found the crashes that docs/guide/reliability.md lists (now fixed cases:
+tests/harness/hostile_store.FOUND_SINCE).
 """
 from __future__ import annotations
 

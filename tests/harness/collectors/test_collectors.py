@@ -11,7 +11,13 @@ from harness.collectors.energy import energy, energy_absent_reason
 from harness.collectors.flops import flops, mfu
 from harness.collectors.memory import peak_memory
 from harness.collectors.quality import quality
-from harness.collectors.timing import step_time, step_times_over_ranks, throughput
+from harness.collectors.timing import (
+    cpu_time,
+    reference_time,
+    step_time,
+    step_times_over_ranks,
+    throughput,
+)
 from harness.microbench.peak import PeakResult
 from harness.rundir import RankResult
 from harness.spec.specs import RunSpec
@@ -53,6 +59,57 @@ def test_throughput_counts_global_samples() -> None:
     assert entry.samples == pytest.approx([16.0, 32.0, 16.0, 8.0])
     assert entry.extra["overall"] == pytest.approx(8 * 4 / sum(times))
     assert entry.extra["global_batch"] == 8
+
+
+def test_cpu_time_sums_the_ranks_processes_per_step() -> None:
+    """A step's CPU seconds are every rank's (each a process of its own), summed step by step
+    over the steps all ranks have; the value is their median."""
+    (entry,) = cpu_time(context(rank(0, 2, step_times=[1.0] * 3, step_cpu_times=[0.5, 0.7, 0.6]),
+                                rank(1, 2, step_times=[1.0] * 4,
+                                     step_cpu_times=[0.25, 0.25, 0.5, 9.0])))
+    assert (entry.name, entry.unit, entry.higher_is_better) == ("cpu_time", "s", False)
+    assert entry.samples == [0.75, 0.95, 1.1] and entry.value == 0.95
+    assert entry.extra["ranks"] == 2
+
+
+def test_cpu_time_is_absent_where_a_rank_did_not_read_it() -> None:
+    """A device timer reads no CPU time: a sum missing a rank would understate the step."""
+    assert cpu_time(context(rank(0, 2, step_times=[1.0], step_cpu_times=[0.5]),
+                            rank(1, 2, step_times=[1.0]))) == []
+    assert cpu_time(context(rank(step_times=[1.0]))) == []
+
+
+def test_the_speed_probe_is_the_mean_over_ranks_beside_each_step() -> None:
+    (entry,) = reference_time(context(rank(0, 2, step_times=[1.0] * 2, probe_times=[0.2, 0.4]),
+                                      rank(1, 2, step_times=[1.0] * 2,
+                                           probe_times=[0.4, 0.4, 0.1])))
+    assert entry.samples == [pytest.approx(0.3), pytest.approx(0.4)]
+    assert entry.value == pytest.approx(0.35) and entry.extra["ranks"] == 2
+    assert reference_time(context(rank(step_times=[1.0]))) == []  # no --speed-probe
+
+
+def test_the_host_timer_reads_cpu_time_over_the_same_steps() -> None:
+    """PerfCounterTimer keeps a CPU-time reading for each wall-time one; a busy loop inside a
+    step costs CPU time, a sleep costs none (counted against the busy step's, not timed)."""
+    import time
+
+    from backends.base import StepTimer
+    from backends.cpu import PerfCounterTimer
+    from backends.cuda import CUDAEventTimer
+
+    timer = PerfCounterTimer()
+    timer.start()
+    time.sleep(0.05)
+    timer.stop()
+    timer.start()
+    deadline = time.perf_counter() + 0.05
+    while time.perf_counter() < deadline:
+        pass
+    timer.stop()
+    walls, cpus = timer.samples(), timer.cpu_samples()
+    assert len(walls) == len(cpus) == 2
+    assert cpus[0] < cpus[1] and cpus[1] > 0
+    assert CUDAEventTimer.cpu_samples is StepTimer.cpu_samples  # a device's: none
 
 
 def test_no_step_times_no_timing_metrics() -> None:

@@ -15,27 +15,35 @@ from harness.compare import power
 from harness.compare.command import Verdict
 from harness.compare.detectable import bar_log, caught_probability
 from harness.compare.rows import REGRESSION
+from harness.records.record import Metric
 from tests.harness.compare.test_compare import make_record, write
 
 WORKLOADS = ("hep_cnn", "lstm")
 
 
 def synthetic_pool(rounds: int, slowdowns: tuple[float, ...], spread: float, seed: int = 0,
-                   repeats: int = 3) -> list[power.Invocation]:
+                   repeats: int = 3, cpu_spread: float | None = None) -> list[power.Invocation]:
     """A pool as bench_gate_power.py makes one: per invocation and workload a speed drawn
     log-normally with sd `spread` (what one process keeps for its life), its repeats within
-    0.1% of it; a slowed invocation's steps longer by 1 / (1 - slowdown)."""
+    0.1% of it; a slowed invocation's steps longer by 1 / (1 - slowdown). With `cpu_spread`
+    each record has a cpu_time too (two threads busy each step: twice the step's seconds),
+    its speed drawn apart with that spread and slowed alike."""
     rng = np.random.default_rng(seed)
     pool = []
     for index, level in enumerate(power.plan(rounds, slowdowns)):
         records = []
         for workload in WORKLOADS:
             speed = math.exp(rng.normal(0.0, spread)) * (1.0 - level / 100.0)
+            cpu_speed = math.exp(rng.normal(0.0, cpu_spread or 0.0)) * (1.0 - level / 100.0)
             for repeat in range(repeats):
                 run = speed * math.exp(rng.normal(0.0, 0.001))
                 steps = list(rng.normal(0.010 / run, 0.000005 / run, 12))
+                cpu = list(rng.normal(0.020 / cpu_speed, 0.00001 / cpu_speed, 12))
+                extra = [Metric("cpu_time", "s", float(np.median(cpu)), False, samples=cpu)] \
+                    if cpu_spread is not None else None
                 record = make_record(f"{index}-{workload}-{repeat}", steps, workload=workload,
-                                     spec_key=f"{workload:x<14}{'s' if level else 'k'}"[:16])
+                                     spec_key=f"{workload:x<14}{'s' if level else 'k'}"[:16],
+                                     extra_metrics=extra)
                 record["created_at"] = f"2026-12-01T{index // 60:02d}:{index % 60:02d}:0{repeat}Z"
                 record["spec"]["straggler"] = [0, power.straggler_factor(level)] if level \
                     else None
@@ -133,6 +141,68 @@ def test_the_history_gate_catches_as_often_as_its_floor_predicts() -> None:
     assert points[0.0].alarms <= 2  # of 20
 
 
+def test_a_slowed_busy_run_reads_as_a_change_too() -> None:
+    pool = synthetic_pool(1, (10.0,), 0.01)
+    keys = power.spec_keys(pool)
+    slowed = dict(pool[1].records[0], spec={**pool[1].records[0]["spec"],
+                                            "straggler_work": "busy"})
+    change = power.as_change(slowed, keys)
+    assert change["spec"]["straggler"] is None and change["spec"]["straggler_work"] == "idle"
+    assert change["spec_key"] == pool[0].records[0]["spec_key"]
+
+
+def test_the_cpu_clock_restates_step_time_and_throughput_from_cpu_time() -> None:
+    """On the CPU clock a record's step_time is its cpu_time and its throughput the global
+    batch over it, sample for sample; tokens_per_s (a restatement) is left out; a record
+    without cpu_time reads as it was."""
+    cpu = [0.02, 0.03, 0.025]
+    record = make_record("r", [0.010, 0.011, 0.012], extra_metrics=[
+        Metric("cpu_time", "s", 0.025, False, samples=cpu),
+        Metric("tokens_per_s", "tokens/s", 1.0, True)])
+    restated = power.on_cpu_clock(record)
+    by_name = {entry["name"]: entry for entry in restated["metrics"]}
+    batch = record["spec"]["global_batch"]
+    assert by_name["step_time"]["samples"] == cpu and by_name["step_time"]["value"] == 0.025
+    assert by_name["throughput"]["samples"] == [batch / c for c in cpu]
+    assert by_name["throughput"]["value"] == batch / 0.025
+    assert by_name["throughput"]["stats"]["n"] == 3
+    assert "tokens_per_s" not in by_name
+    assert {e["name"]: e for e in record["metrics"]}["step_time"]["value"] == 0.011  # a copy
+    plain = make_record("p", [0.010, 0.011])
+    assert power.on_cpu_clock(plain) is plain
+    with pytest.raises(ValueError, match="unknown clock"):
+        power.on_clock([], "gpu")
+
+
+def test_the_probe_clock_divides_each_step_by_the_probe_beside_it() -> None:
+    steps, probes = [0.010, 0.012, 0.011], [0.002, 0.003, 0.002]
+    record = make_record("r", steps, extra_metrics=[
+        Metric("reference_time", "s", 0.002, False, samples=probes)])
+    by_name = {e["name"]: e for e in power.on_probe_clock(record)["metrics"]}
+    assert by_name["step_time"]["samples"] == pytest.approx([5.0, 4.0, 5.5])
+    assert by_name["step_time"]["value"] == pytest.approx(5.0)
+    short = make_record("s", steps, extra_metrics=[
+        Metric("reference_time", "s", 0.002, False, samples=probes[:2])])
+    assert power.on_probe_clock(short) is short  # steps and probes not one to one
+    assert power.on_clock([], "probe") == []
+
+
+def test_a_steadier_clock_keeps_the_catches_and_drops_the_false_alarms() -> None:
+    """Wall clock 8% apart between invocations, CPU time 0.5% apart, both slowed 10%: on the
+    wall clock the history gate alarms on the same commit and misses slowdowns; on the CPU
+    clock it catches every one and never alarms (counted gates, nothing timed)."""
+    pool = synthetic_pool(6, (10.0,), 0.08, seed=5, cpu_spread=0.005)
+    wall = {p.slowdown_pct: p for p in power.curve(power.evaluate(pool, "history"),
+                                                   WORKLOADS)}
+    cpu = {p.slowdown_pct: p for p in power.curve(
+        power.evaluate(power.on_clock(pool, "cpu"), "history"), WORKLOADS)}
+    assert (cpu[0.0].gates, cpu[0.0].alarms) == (6, 0)
+    assert (cpu[10.0].gates, cpu[10.0].alarms) == (6, 6)
+    assert wall[0.0].alarms + (wall[10.0].gates - wall[10.0].alarms) > 0
+    assert power.injected(power.on_clock(pool, "cpu"))[10.0]["lstm"] == pytest.approx(
+        10.0, abs=1.5)
+
+
 def test_the_table_has_a_row_per_slowdown_with_the_false_alarms_apart() -> None:
     pool = synthetic_pool(2, (10.0,), 0.005)
     text = power.table(power.curve(power.evaluate(pool, "history"), WORKLOADS), WORKLOADS,
@@ -163,10 +233,11 @@ def test_the_benchmark_resumes_its_pool_within_its_budget(
 
     monkeypatch.setattr(bench, "dtbench", run_here)
     root = tmp_path / "pool"
-    bench.check_plan(root, "quick", [2.0])
+    bench.check_plan(root, "quick", [2.0], "idle")
     bench.make_pool(root, "quick", [2.0], 2, None)
     assert [("--straggler" in args) for args in made] == [False, True, False, True]
     assert made[1][made[1].index("--straggler") + 1] == "0:1.02041"
+    assert made[1][made[1].index("--straggler-work") + 1] == "idle"
     manifest = root / bench.MANIFEST
     manifest.write_text("\n".join(manifest.read_text().splitlines()[:2]) + "\n")
     made.clear()
@@ -178,4 +249,6 @@ def test_the_benchmark_resumes_its_pool_within_its_budget(
     assert [run.slowdown_pct for run in pool] == power.plan(3, (2.0,))
     assert all(len(run.records) == 6 for run in pool)
     with pytest.raises(SystemExit, match="holds a pool"):
-        bench.check_plan(root, "quick --repeat 9", [2.0])
+        bench.check_plan(root, "quick --repeat 9", [2.0], "idle")
+    with pytest.raises(SystemExit, match="holds a pool"):
+        bench.check_plan(root, "quick", [2.0], "busy")

@@ -41,6 +41,30 @@ def test_throughput_returns_one_time_and_loss_per_measured_step() -> None:
     assert calls == [("warmup", 1, 1), ("measure", 1, 2), ("measure", 2, 2)]
 
 
+def test_each_measured_step_has_its_cpu_time_and_with_speed_probe_its_probe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU rank reads the process's CPU time over every measured step; --speed-probe times
+    PROBE_PRODUCTS products after each measured step (settling steps' left out with them),
+    and none without it."""
+    from harness.rank import measure
+
+    products: list[int] = []
+    real_mm = torch.mm
+
+    def counted(*args: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        if args[0].shape == (measure.PROBE_SIDE, measure.PROBE_SIDE):
+            products.append(1)  # the probe's (the workload's and the peak's are other sizes)
+        return real_mm(*args, **kwargs)
+
+    monkeypatch.setattr(measure.torch, "mm", counted)
+    plain = run_throughput(SPEC.replace(steps=3))
+    assert len(plain.step_cpu_times) == 3 and plain.probe_times == []
+    probed = run_throughput(SPEC.replace(steps=3, speed_probe=True))
+    assert len(probed.probe_times) == len(probed.step_times) == len(probed.step_cpu_times) == 3
+    assert all(t > 0 for t in probed.probe_times)
+    assert len(products) == 3 * measure.PROBE_PRODUCTS
+
+
 def test_time_to_train_needs_one_global_batch_of_data(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     small = Dataset(torch.zeros(3, 3, 32, 32), torch.zeros(3, dtype=torch.long))

@@ -26,7 +26,8 @@ from tests.harness.report.report_records import training
 CHOICES = {f.spec_name: f.choices for f in RUN_FIELDS if f.choices and f.spec_name}
 # a value for an identity field the base record leaves unset
 UNSET = {"straggler": [1, 2.0], "data": "data/other", "suite": "scaling", "share_gpu": True,
-         "optimizer": "lars", "lr_scaling": "linear", "warmup_epochs": 1.0, "lars_eta": 0.01}
+         "optimizer": "lars", "lr_scaling": "linear", "warmup_epochs": 1.0, "lars_eta": 0.01,
+         "straggler_work": "busy", "speed_probe": True}
 OLDER, NEWER = "a" * 40, "b" * 40
 
 

@@ -63,6 +63,7 @@ def test_identity_is_what_it_was_before_the_declaration() -> None:
                                "ipex_mode", "target_ci", "max_time", "profile",
                                "profile_steps"}
     assert KEY_DEFAULTS == {"strategy": "ddp", "strategy_options": {}, "straggler": None,
+                            "straggler_work": "idle", "speed_probe": False,
                             "ipex": False, "loader_workers": 0, "skip_bad_samples": False,
                             "share_gpu": False, "optimizer": "default", "lr_scaling": "none",
                             "warmup_epochs": 0.0, "lars_eta": 0.001}
@@ -80,10 +81,10 @@ def test_command_line_and_suite_keys_are_what_they_were() -> None:
         "workload", "size", "backend", "comm", "launcher", "precision", "nproc", "nnodes",
         "batch_size", "steps", "warmup", "mode", "repeat", "threads", "channels_last",
         "compile", "ipex", "data", "seed", "bucket_mb", "compression", "peak", "strategy",
-        "strategy_options", "straggler", "target_ci", "max_time", "loader_workers",
-        "profile", "profile_steps", "share_gpu", "optimizer", "lr_scaling", "warmup_epochs",
-        "lars_eta",
-        "skip_bad_samples"}
+        "strategy_options", "straggler", "straggler_work", "speed_probe", "target_ci",
+        "max_time",
+        "loader_workers", "profile", "profile_steps", "share_gpu", "optimizer", "lr_scaling",
+        "warmup_epochs", "lars_eta", "skip_bad_samples"}
     assert RUN_KEYS["compile"] == (bool, str) and RUN_KEYS["nproc"] is int
 
 

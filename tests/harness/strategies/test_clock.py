@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from harness.strategies import base
-from harness.strategies.clock import PhaseClock
+from harness.strategies import clock as clock_module
+from harness.strategies.clock import PhaseClock, straggle
 
 
 class FakeDevice:
@@ -112,10 +113,12 @@ def test_a_gpu_straggler_waits_for_the_device_then_idles_it(
     """The delay is (factor - 1) x the device's compute, slept after the device finished that
     compute, so the device has nothing queued while the rank sleeps."""
     slept: list[tuple[float, int]] = []
-    monkeypatch.setattr(base.time, "sleep",
+    monkeypatch.setattr(clock_module.time, "sleep",
                         lambda s: slept.append((s, len(device.synchronized))))
     clock = PhaseClock(torch.device("cuda", 0))
-    rank = SimpleNamespace(clock=clock, straggler_factor=1.5)
+    rank = SimpleNamespace(clock=clock, straggler_factor=1.5,
+                           spec=SimpleNamespace(straggler_work="idle"),
+                           place=SimpleNamespace(device=torch.device("cuda", 0)))
     with clock.phase("forward"):
         device.run(0.2)
     with clock.phase("backward"):
@@ -126,3 +129,26 @@ def test_a_gpu_straggler_waits_for_the_device_then_idles_it(
     clock.end_step()
     assert clock.steps[0]["straggler_delay"] == pytest.approx(0.3)
     assert clock.steps[0]["forward"] == pytest.approx(0.2)
+
+
+def test_a_busy_straggler_computes_for_its_time_and_an_idle_one_sleeps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """--straggler-work busy spends the delay in matrix products on the rank's device (its
+    CPU time grows as slower code's would); idle sleeps it, computing nothing (products
+    counted, not timed)."""
+    products: list[int] = []
+    real_mm = torch.mm
+
+    def counted(*args: Any, **kwargs: Any) -> torch.Tensor:
+        products.append(1)
+        return real_mm(*args, **kwargs)
+
+    monkeypatch.setattr(clock_module.torch, "mm", counted)
+    before = time.process_time()
+    straggle(0.05, "idle", torch.device("cpu"))
+    assert products == []
+    straggle(0.05, "busy", torch.device("cpu"))
+    busy = len(products)
+    assert busy >= 1 and time.process_time() - before > 0.0
+    straggle(0.0, "busy", torch.device("cpu"))  # no delay, no work
+    assert len(products) == busy
