@@ -4,12 +4,17 @@ and how often it alarms when nothing changed, per workload and for the gate as a
 
 One pool of invocations of what the gate runs (default the shipped `quick --repeat 3`), made
 once and interleaved in time: each round a same-commit invocation before each slowed one
-(`--straggler 0:F`, F = 1 / (1 - slowdown): rank 0 idles (F - 1) x its compute each step).
-Gates are then assembled from the pool and decided as `dtbench gate` decides them
-(harness/compare/power.py, in this process), for each --gate:
+(`--straggler 0:F`, F = 1 / (1 - slowdown): rank 0 idles (F - 1) x its compute each step;
+with --work busy it computes for that time instead, as slower code would, so that its CPU
+time grows too). Gates are then assembled from the pool and decided as `dtbench gate` decides
+them (harness/compare/power.py, in this process), for each --gate and each --clock (wall: the
+step times as recorded; cpu: the processes' CPU time instead; probe: each step over the speed
+probe timed after it, for pools whose --run has --speed-probe):
 
     history         each invocation against the 10 same-commit invocations nearest it in
                     time, each one commit of main (the shipped gate, against the history)
+    history:G       the same with every G invocations of one slowdown, consecutive in its
+                    order, one commit (an invocation of G times the repeats, spread in time)
     interleaved:K   K slowed (or same-commit) invocations against the K same-commit ones run
                     just before each, disjoint blocks (dtbench gate --interleave K)
 
@@ -24,6 +29,9 @@ invocations, 10 per slowdown) take about 2.5 hours.
         --gate history --gate interleaved:1 --gate interleaved:3
     python benchmarks/bench_gate_power.py --keep power-short --rounds 10 \\
         --run "quick --repeat 9 --max-time 4" --gate history --gate interleaved:3
+    python benchmarks/bench_gate_power.py --keep power-busy --run "quick --speed-probe" \\
+        --work busy --slowdown 3 --slowdown 5 --rounds 15 --clock wall --clock cpu \\
+        --clock probe --gate history --gate interleaved:2 --gate interleaved:3
 
 Prints figures, asserts nothing; run it alone on a quiet machine.
 """
@@ -168,7 +176,9 @@ def main() -> None:
     parser.add_argument("--slowdown", type=float, action="append", metavar="PCT",
                         help=f"a slowdown to inject, repeatable (default {power.SLOWDOWNS})")
     parser.add_argument("--gate", action="append", metavar="MODE",
-                        help="history or interleaved:K, repeatable (default history)")
+                        help="history, history:G (each commit G invocations of the pool, "
+                        "as --repeat G would make) or interleaved:K, repeatable (default "
+                        "history)")
     parser.add_argument("--work", choices=("idle", "busy"), default="idle",
                         help="what the slowed rank does for its extra time: idle (sleeps) or "
                         "busy (computes, as slower code would; its CPU time grows too); "

@@ -12,6 +12,18 @@ def add_threshold(parser: argparse.ArgumentParser) -> None:
                         help="regression threshold in percent (default 5)")
 
 
+def add_clock(parser: argparse.ArgumentParser) -> None:
+    """--clock: what a step's time is read on (compare's, and the gate's)."""
+    from harness.compare.clock import CLOCKS
+
+    parser.add_argument("--clock", choices=CLOCKS, default="wall",
+                        help="read each step on this clock: wall (as recorded), cpu (the CPU "
+                        "seconds of every thread of the ranks' processes) or probe (the wall "
+                        "time over the speed probe timed after each step, for runs with "
+                        "--speed-probe: steadier on a shared VM); records without the "
+                        "clock's figure are left out (default wall)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", nargs="?",
                         help="record file, store or pytest-benchmark JSON (default: with no "
@@ -22,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "version of the code in that store, on the machine of its newest "
                         "record)")
     add_threshold(parser)
+    add_clock(parser)
     add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "

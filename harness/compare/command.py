@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare.baseline import Spread
+from harness.compare.clock import on_clock
 from harness.compare.matching import spec_differences
 from harness.compare.render import as_json, markdown, render, wrapped
 from harness.compare.rows import Comparison, compare_records
@@ -157,23 +158,37 @@ def chosen_baseline(args: argparse.Namespace, cand_all: list[dict[str, Any]]
         if note:
             warn(note)
         return base_all, {}
-    return store_baseline(args.baseline, cand_all, commit, branch)
+    return store_baseline(args.baseline, cand_all, commit, branch,
+                          getattr(args, "clock", "wall"))
+
+
+def read_on(records: list[dict[str, Any]], clock: str, side: str) -> list[dict[str, Any]]:
+    """A side's records on `clock`, warning of those that cannot be read on it."""
+    kept, note = on_clock(records, clock, side)
+    if note:
+        warn(note)
+    return kept
 
 
 def store_baseline(source: str, cand_all: list[dict[str, Any]], commit: str | None = None,
-                   branch: str | None = None
+                   branch: str | None = None, clock: str = "wall"
                    ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Spread]]]:
     """The records of a store that `commit` or, per experiment, the latest on `branch` chose
     for the candidate's machine (chosen from the store's index: only those are read), and
-    the spread of each experiment in the machine's history; UsageError where it holds none."""
+    the spread of each experiment in the machine's history; UsageError where it holds none.
+    On another clock than the wall's the history's records are read whole (the index keeps
+    the wall clock's figures), each on that clock."""
     from harness.compare.baseline import select_baseline
     from harness.store.sources import catalog_inputs
 
     catalog = catalog_inputs([source])
     for message in catalog.warnings:
         warn(message)
-    summaries = catalog.summaries()
+    summaries = catalog.summaries() if clock == "wall" else \
+        read_on(catalog.load(catalog.rows), clock, "history")
     selection = select_baseline(summaries, cand_all, shown(source), commit, branch)
+    if clock != "wall":
+        return selection.records, selection.spread
     chosen = {record["run_id"] for record in selection.records}
     print(f"dtbench: {clean_text(selection.description, 2000)}", file=sys.stderr)
     if selection.spread:
@@ -197,11 +212,15 @@ class Verdict:
 def judge(base_all: list[dict[str, Any]], cand_all: list[dict[str, Any]], threshold: float,
           *, match_on: tuple[str, ...] | None = None,
           spread: dict[str, dict[str, Spread]] | None = None,
-          allow_hardware: bool = False) -> Verdict:
+          allow_hardware: bool = False, clock: str = "wall") -> Verdict:
     """Compare two sides' records and decide: exit 1 on a gated regression or a failed
     candidate run, 3 when nothing was compared, else 0. Different hardware is UsageError unless
-    `allow_hardware`; the warnings (hardware, busy machines, other machines) go to stderr."""
+    `allow_hardware`; the warnings (hardware, busy machines, other machines) go to stderr.
+    `clock` reads both sides' steps on that clock (harness/compare/clock.py)."""
     from harness.compare.baseline import floors_of
+
+    base_all, cand_all = read_on(base_all, clock, "baseline"), read_on(cand_all, clock,
+                                                                         "candidate")
 
     failures = failed_runs(cand_all)
     if not any(record.get("status") == "success" for record in cand_all):
@@ -300,7 +319,8 @@ def command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                             if any(r.get("status") == "success" for r in cand_all)
                             else ([], {}))
     verdict = judge(base_all, cand_all, float(args.threshold), match_on=match_on, spread=spread,
-                    allow_hardware=bool(getattr(args, "allow_different_hardware", False)))
+                    allow_hardware=bool(getattr(args, "allow_different_hardware", False)),
+                    clock=getattr(args, "clock", "wall"))
     verbose = bool(getattr(args, "verbose", False))
     if getattr(args, "format", None) == "md":  # Markdown escapes every record text itself
         print(markdown(verdict.comparison, verbose), end="")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare.baseline import Spread
+from harness.compare.clock import CLOCK_NAMES
 from harness.compare.command import Verdict, judge, load_all, store_baseline
 from harness.compare.detectable import detectable, summary_lines
 from harness.compare.render import markdown, render
@@ -58,14 +59,18 @@ class GateOptions:
     repeat: int | None = None
     max_time: float | None = None
     baseline_here: bool = False
+    clock: str = "wall"
 
     def run_args(self) -> list[str]:
-        """`dtbench run`'s arguments: RUN, then --repeat and --max-time where given."""
+        """`dtbench run`'s arguments: RUN, then --repeat and --max-time where given, and
+        --speed-probe where the gate reads the probe's clock."""
         words = shlex.split(self.run)
         if self.repeat is not None:
             words += ["--repeat", str(self.repeat)]
         if self.max_time is not None:
             words += ["--max-time", f"{self.max_time:g}"]
+        if self.clock == "probe" and "--speed-probe" not in words:
+            words.append("--speed-probe")
         return words
 
 
@@ -76,6 +81,7 @@ class Decided:
     verdict: Verdict
     baseline: str
     spread: dict[str, dict[str, Spread]] = field(default_factory=dict)
+    clock: str = "wall"
 
     @property
     def exit_code(self) -> int:
@@ -179,8 +185,10 @@ def against_history(options: GateOptions, cand_all: list[dict[str, Any]]) -> Dec
     if not is_store_url(history) and not Path(history).is_dir():
         return "no history store"
     try:
-        base_all, spread = store_baseline(history, cand_all, branch=options.target_branch)
-        verdict = judge(base_all, cand_all, options.threshold, spread=spread)
+        base_all, spread = store_baseline(history, cand_all, branch=options.target_branch,
+                                          clock=options.clock)
+        verdict = judge(base_all, cand_all, options.threshold, spread=spread,
+                        clock=options.clock)
     except UsageError as exc:
         return str(exc)
     if verdict.exit_code == EXIT_NOTHING_COMPARED:
@@ -204,7 +212,8 @@ def pairwise(options: GateOptions, reason: str) -> Decided:
             if options.interleave:
                 _ran(dtbench_run(args, options.candidate), options.candidate, "candidate")
     verdict = judge(load_all(str(options.baseline)), load_all(str(options.candidate),
-                                                              failed_ok=True), options.threshold)
+                                                              failed_ok=True),
+                    options.threshold, clock=options.clock)
     if options.interleave:
         how = (f"run now on this runner interleaved with this change ({options.interleave} "
                "invocations each, alternating)")
@@ -218,10 +227,13 @@ def summary(decided: Decided) -> tuple[str, str]:
     used, and what a pass means."""
     comparison = decided.verdict.comparison
     found = detectable(comparison, decided.spread)
-    text = "\n".join([render(comparison), "", f"Baseline: {decided.baseline}.",
+    clock = [] if decided.clock == "wall" else [
+        f"Clock: {decided.clock} (steps read as the {CLOCK_NAMES[decided.clock]})."]
+    text = "\n".join([render(comparison), "", f"Baseline: {decided.baseline}.", *clock,
                       *summary_lines(found)])
     page = "\n".join([markdown(comparison, title="dtbench gate").rstrip("\n"), "",
-                      f"Baseline: {decided.baseline}.", "", *summary_lines(found, markdown=True)])
+                      f"Baseline: {decided.baseline}.", *clock, "",
+                      *summary_lines(found, markdown=True)])
     return text + "\n", page + "\n"
 
 
@@ -250,6 +262,7 @@ def gate(options: GateOptions) -> int:
             decided = pairwise(options, decided)
     else:
         decided = pairwise(options, "interleaved")
+    decided.clock = options.clock
     text, page = summary(decided)
     sys.stdout.write(text)
     options.summary.write_text(page, encoding="utf-8")

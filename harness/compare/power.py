@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.compare.baseline import HISTORY_RUNS, select_baseline
+from harness.compare.clock import CLOCKS, restated
 from harness.compare.command import Verdict, judge
-from harness.core.stats import Stats
 from harness.records.record import metric as find_metric
 from harness.spec.fields import spec_key
 from harness.spec.specs import RUN_FIELDS
@@ -36,10 +36,6 @@ from harness.spec.specs import RUN_FIELDS
 SLOWDOWNS = (2.0, 3.0, 5.0, 10.0)
 # The spec fields that slow an invocation, at the values a run without a straggler has.
 SLOWING: dict[str, Any] = {"straggler": None, "straggler_work": "idle"}
-# The clocks a gate can be decided on: the wall clock (what dtbench gate reads), the
-# process's CPU time (cpu_time standing in for the step time and its throughput), or the wall
-# clock divided by the speed probe timed beside each step (--speed-probe's reference_time).
-CLOCKS = ("wall", "cpu", "probe")
 TARGET_BRANCH = "main"
 CANDIDATE_COMMIT = "c" * 40
 
@@ -78,7 +74,8 @@ class Gate:
     @property
     def seconds(self) -> float:
         """The gate's own runs: the candidate's (history), or both sides' (interleaved)."""
-        runs = self.candidate if self.mode == "history" else self.baseline + self.candidate
+        runs = self.candidate if self.mode.startswith("history") else \
+            self.baseline + self.candidate
         return sum(run.seconds for run in runs)
 
 
@@ -118,14 +115,32 @@ def interleaved_gates(pool: Sequence[Invocation], pairs: int) -> list[Gate]:
     return gates
 
 
+def grouped(pool: Sequence[Invocation], size: int) -> list[Invocation]:
+    """The pool with every `size` invocations of one slowdown, consecutive in its time order,
+    merged into one (their records one commit's, their seconds summed): what an invocation
+    with `size` times the repeats would give where the machine's speed moves in time, each
+    group spread over `size` rounds (a group left short at the end is dropped)."""
+    merged: list[Invocation] = []
+    for level in sorted({run.slowdown_pct for run in pool}):
+        runs = [run for run in pool if run.slowdown_pct == level]
+        for start in range(0, len(runs) - size + 1, size):
+            block = runs[start:start + size]
+            merged.append(Invocation(block[0].index, level,
+                                     tuple(r for run in block for r in run.records),
+                                     sum(run.seconds for run in block)))
+    return sorted(merged, key=lambda run: run.index)
+
+
 def gates_of(pool: Sequence[Invocation], mode: str) -> list[Gate]:
-    """`history` or `interleaved:K`."""
-    if mode == "history":
-        return history_gates(pool)
-    name, _, pairs = mode.partition(":")
-    if name != "interleaved" or not pairs.isdigit() or int(pairs) < 1:
-        raise ValueError(f"unknown gate mode {mode!r}: history or interleaved:K (K >= 1)")
-    return interleaved_gates(pool, int(pairs))
+    """`history`, `history:G` (each commit G invocations of the pool, see grouped) or
+    `interleaved:K`."""
+    name, _, count = mode.partition(":")
+    if name == "history" and (not count or count.isdigit() and int(count) >= 1):
+        return history_gates(grouped(pool, int(count)) if count else pool)
+    if name != "interleaved" or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"unknown gate mode {mode!r}: history, history:G or interleaved:K "
+                         "(G, K >= 1)")
+    return interleaved_gates(pool, int(count))
 
 
 def _with_code(record: dict[str, Any], commit: str, branch: str) -> dict[str, Any]:
@@ -231,63 +246,15 @@ def curve(outcomes: Sequence[Outcome], workloads: Sequence[str]) -> list[CurvePo
     return [points[level] for level in sorted(points)]
 
 
-def _samples(record: dict[str, Any], name: str) -> list[float]:
-    entry = find_metric(record, name) or {}
-    return [s for s in entry.get("samples") or [] if isinstance(s, (int, float)) and s > 0]
-
-
-def on_cpu_clock(record: dict[str, Any]) -> dict[str, Any]:
-    """A record as it would read had its steps been timed by the process's CPU time: step_time
-    and throughput from cpu_time's per-step samples (tokens_per_s, which restates throughput,
-    left out). A record without cpu_time is returned as it is."""
-    return _restate(record, _samples(record, "cpu_time"))
-
-
-def on_probe_clock(record: dict[str, Any]) -> dict[str, Any]:
-    """A record's steps in units of the speed probe timed after each (--speed-probe): step i's
-    wall time over probe i's, and the throughput from those; a record without both is
-    returned as it is."""
-    steps, probes = _samples(record, "step_time"), _samples(record, "reference_time")
-    if not steps or len(steps) != len(probes):
-        return record
-    return _restate(record, [step / probe for step, probe in zip(steps, probes, strict=True)])
-
-
-def _restate(record: dict[str, Any], samples: list[float]) -> dict[str, Any]:
-    """`record` with step_time and throughput read from `samples`, one per step."""
-    if not samples:
-        return record
-    found = copy.deepcopy(record)
-    batch = int(found["spec"].get("global_batch") or 0)
-    metrics = []
-    for entry in found.get("metrics") or []:
-        name = entry.get("name")
-        if name == "tokens_per_s":
-            continue
-        if name == "step_time":
-            entry = _restated(entry, statistics.median(samples), samples)
-        elif name == "throughput" and batch:
-            entry = _restated(entry, batch / statistics.median(samples),
-                              [batch / s for s in samples])
-        metrics.append(entry)
-    found["metrics"] = metrics
-    return found
-
-
-def _restated(entry: dict[str, Any], value: float, samples: list[float]) -> dict[str, Any]:
-    stats = Stats.of(samples)
-    return {**entry, "value": value, "samples": samples, "stats": stats.as_dict()}
-
-
 def on_clock(pool: Sequence[Invocation], clock: str) -> list[Invocation]:
-    """The pool with each record read on `clock` (CLOCKS)."""
+    """The pool with each record read on `clock` (harness/compare/clock.py); records that
+    lack its figure left out."""
     if clock not in CLOCKS:
         raise ValueError(f"unknown clock {clock!r}: one of {', '.join(CLOCKS)}")
-    if clock == "wall":
-        return list(pool)
-    restate = on_cpu_clock if clock == "cpu" else on_probe_clock
-    return [Invocation(run.index, run.slowdown_pct, tuple(map(restate, run.records)),
-                       run.seconds) for run in pool]
+    return [Invocation(run.index, run.slowdown_pct,
+                       tuple(found for record in run.records
+                             if (found := restated(record, clock)) is not None), run.seconds)
+            for run in pool]
 
 
 def throughputs(run: Invocation) -> dict[str, float]:

@@ -37,7 +37,10 @@ class SpeedProbe:
         self.product = torch.empty_like(self.operand)
 
     def time(self) -> float:
+        """One product untimed (it wakes the intra-op threads and brings the operands into
+        cache, whatever the step left them doing), then PROBE_PRODUCTS timed."""
         cuda = self.device.type == "cuda"
+        torch.mm(self.operand, self.operand, out=self.product)
         if cuda:
             torch.cuda.synchronize(self.device)
         started = time.perf_counter()

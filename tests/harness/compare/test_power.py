@@ -82,6 +82,22 @@ def test_gates_are_built_from_disjoint_candidates_alternating_in_time() -> None:
         power.gates_of(pool, "interleaved")
 
 
+def test_history_of_groups_merges_consecutive_invocations_of_one_slowdown() -> None:
+    """history:3: every three same-commit (or equally slowed) invocations in time order one
+    commit of three invocations' records; a short group at the end dropped."""
+    pool = synthetic_pool(7, (5.0,), 0.01, repeats=1)  # 7 same-commit, 7 slowed; 2 records
+    merged = power.grouped(pool, 3)
+    assert [(run.slowdown_pct, len(run.records)) for run in merged] == \
+        [(0.0, 6), (5.0, 6), (0.0, 6), (5.0, 6)]
+    assert merged[0].index == 0 and merged[1].index == 1 and merged[2].index == 6
+    assert merged[0].seconds == sum(run.seconds for run in pool[0:6:2])
+    gates = power.gates_of(pool, "history:3")
+    assert len(gates) == 4 and all(len(g.candidate[0].records) == 6 for g in gates)
+    assert power.gates_of(pool, "history:1") == power.gates_of(pool, "history")
+    with pytest.raises(ValueError, match="history:G"):
+        power.gates_of(pool, "history:0")
+
+
 def test_a_slowed_run_reads_as_a_change_of_the_code() -> None:
     pool = synthetic_pool(1, (10.0,), 0.01)
     keys = power.spec_keys(pool)
@@ -149,42 +165,6 @@ def test_a_slowed_busy_run_reads_as_a_change_too() -> None:
     change = power.as_change(slowed, keys)
     assert change["spec"]["straggler"] is None and change["spec"]["straggler_work"] == "idle"
     assert change["spec_key"] == pool[0].records[0]["spec_key"]
-
-
-def test_the_cpu_clock_restates_step_time_and_throughput_from_cpu_time() -> None:
-    """On the CPU clock a record's step_time is its cpu_time and its throughput the global
-    batch over it, sample for sample; tokens_per_s (a restatement) is left out; a record
-    without cpu_time reads as it was."""
-    cpu = [0.02, 0.03, 0.025]
-    record = make_record("r", [0.010, 0.011, 0.012], extra_metrics=[
-        Metric("cpu_time", "s", 0.025, False, samples=cpu),
-        Metric("tokens_per_s", "tokens/s", 1.0, True)])
-    restated = power.on_cpu_clock(record)
-    by_name = {entry["name"]: entry for entry in restated["metrics"]}
-    batch = record["spec"]["global_batch"]
-    assert by_name["step_time"]["samples"] == cpu and by_name["step_time"]["value"] == 0.025
-    assert by_name["throughput"]["samples"] == [batch / c for c in cpu]
-    assert by_name["throughput"]["value"] == batch / 0.025
-    assert by_name["throughput"]["stats"]["n"] == 3
-    assert "tokens_per_s" not in by_name
-    assert {e["name"]: e for e in record["metrics"]}["step_time"]["value"] == 0.011  # a copy
-    plain = make_record("p", [0.010, 0.011])
-    assert power.on_cpu_clock(plain) is plain
-    with pytest.raises(ValueError, match="unknown clock"):
-        power.on_clock([], "gpu")
-
-
-def test_the_probe_clock_divides_each_step_by_the_probe_beside_it() -> None:
-    steps, probes = [0.010, 0.012, 0.011], [0.002, 0.003, 0.002]
-    record = make_record("r", steps, extra_metrics=[
-        Metric("reference_time", "s", 0.002, False, samples=probes)])
-    by_name = {e["name"]: e for e in power.on_probe_clock(record)["metrics"]}
-    assert by_name["step_time"]["samples"] == pytest.approx([5.0, 4.0, 5.5])
-    assert by_name["step_time"]["value"] == pytest.approx(5.0)
-    short = make_record("s", steps, extra_metrics=[
-        Metric("reference_time", "s", 0.002, False, samples=probes[:2])])
-    assert power.on_probe_clock(short) is short  # steps and probes not one to one
-    assert power.on_clock([], "probe") == []
 
 
 def test_a_steadier_clock_keeps_the_catches_and_drops_the_false_alarms() -> None:

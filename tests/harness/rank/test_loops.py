@@ -44,8 +44,8 @@ def test_throughput_returns_one_time_and_loss_per_measured_step() -> None:
 def test_each_measured_step_has_its_cpu_time_and_with_speed_probe_its_probe(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A CPU rank reads the process's CPU time over every measured step; --speed-probe times
-    PROBE_PRODUCTS products after each measured step (settling steps' left out with them),
-    and none without it."""
+    PROBE_PRODUCTS products after each measured step, after one untimed (settling steps'
+    left out with them), and none without it."""
     from harness.rank import measure
 
     products: list[int] = []
@@ -62,7 +62,7 @@ def test_each_measured_step_has_its_cpu_time_and_with_speed_probe_its_probe(
     probed = run_throughput(SPEC.replace(steps=3, speed_probe=True))
     assert len(probed.probe_times) == len(probed.step_times) == len(probed.step_cpu_times) == 3
     assert all(t > 0 for t in probed.probe_times)
-    assert len(products) == 3 * measure.PROBE_PRODUCTS
+    assert len(products) == 3 * (measure.PROBE_PRODUCTS + 1)  # one untimed each
 
 
 def test_time_to_train_needs_one_global_batch_of_data(tmp_path: Path,
