@@ -192,6 +192,9 @@ def main() -> None:
                         help="start no invocation that would end past this many hours")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="decide gates from the invocations DIR holds; run nothing")
+    parser.add_argument("--first", type=int, default=0, metavar="N",
+                        help="decide gates from invocations N and later only (a pool resumed "
+                        "with changed code; default 0: all)")
     parser.add_argument("--json", dest="json_file", type=Path, help="write the figures here")
     args = parser.parse_args()
     slowdowns = sorted(args.slowdown or power.SLOWDOWNS)
@@ -201,7 +204,7 @@ def main() -> None:
     if not args.evaluate_only:
         check_plan(args.keep, args.run, slowdowns, args.work)
         make_pool(args.keep, args.run, slowdowns, args.rounds, args.budget_hours, args.work)
-    pool = load_pool(args.keep)
+    pool = [run for run in load_pool(args.keep) if run.index >= args.first]
     if not pool:
         raise SystemExit(f"{args.keep}: no finished invocation to evaluate")
     kept = json.loads((args.keep / PLAN).read_text())

@@ -12,16 +12,16 @@ def add_threshold(parser: argparse.ArgumentParser) -> None:
                         help="regression threshold in percent (default 5)")
 
 
-def add_clock(parser: argparse.ArgumentParser) -> None:
+def add_clock(parser: argparse.ArgumentParser, default: str = "wall") -> None:
     """--clock: what a step's time is read on (compare's, and the gate's)."""
     from harness.compare.clock import CLOCKS
 
-    parser.add_argument("--clock", choices=CLOCKS, default="wall",
+    parser.add_argument("--clock", choices=CLOCKS, default=default,
                         help="read each step on this clock: wall (as recorded), cpu (the CPU "
                         "seconds of every thread of the ranks' processes) or probe (the wall "
                         "time over the speed probe timed after each step, for runs with "
                         "--speed-probe: steadier on a shared VM); records without the "
-                        "clock's figure are left out (default wall)")
+                        f"clock's figure are left out (default {default})")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
