@@ -160,6 +160,11 @@ def report(pool: list[power.Invocation], modes: list[str], threshold: float, run
             print(f"| {level:g}% | " + " | ".join(f"{per_workload.get(w, float('nan')):.1f}%"
                                                   for w in workloads) + " |")
         found["injected"][clock] = {str(k): v for k, v in injected.items()}
+        spreads = power.spread(timed)
+        print(f"same-commit invocations on the {clock} clock, coefficient of variation of "
+              "their median throughputs: " + ", ".join(f"{w} {v:.1f}%"
+                                                       for w, v in spreads.items()))
+        found.setdefault("spread", {})[clock] = spreads
     return found
 
 

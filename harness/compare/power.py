@@ -267,6 +267,18 @@ def throughputs(run: Invocation) -> dict[str, float]:
     return {workload: statistics.median(values) for workload, values in found.items()}
 
 
+def spread(pool: Sequence[Invocation]) -> dict[str, float]:
+    """Per workload, how far apart the same-commit invocations fall: the coefficient of
+    variation of their median throughputs, percent."""
+    found: dict[str, list[float]] = {}
+    for run in pool:
+        if run.slowdown_pct == 0:
+            for workload, value in throughputs(run).items():
+                found.setdefault(workload, []).append(value)
+    return {w: statistics.stdev(v) / statistics.fmean(v) * 100.0
+            for w, v in sorted(found.items()) if len(v) > 1}
+
+
 def injected(pool: Sequence[Invocation]) -> dict[float, dict[str, float]]:
     """The slowdown each level actually made, percent, per workload: 1 - the slowed
     invocations' median throughput over the same-commit ones'."""

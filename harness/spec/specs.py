@@ -25,8 +25,7 @@ from harness.spec.fields import (
 )
 
 SIZES = ("tiny", "small", "full")
-# What a straggler does for its extra time: sleep (a slow or shared worker), or compute (a
-# slower code path: the extra time shows in the process's CPU time as well as on the clock).
+# What a straggler does for its extra time: sleep (a slow worker) or compute (slower code)
 STRAGGLER_WORK = ("idle", "busy")
 # Large-batch training (workloads/optimizers.py, which checks the same names)
 OPTIMIZERS = ("default", "lars", "lamb")

@@ -120,6 +120,8 @@ def test_a_quiet_runner_catches_every_10_percent_and_no_2_percent_slowdown() -> 
     assert points[10.0].per_workload == {"hep_cnn": 5, "lstm": 5}
     injected = power.injected(pool)
     assert injected[10.0]["lstm"] == pytest.approx(10.0, abs=1.0)
+    assert set(power.spread(pool)) == set(WORKLOADS)
+    assert all(v < 1.5 for v in power.spread(pool).values())  # drawn 0.5% apart
     assert injected[2.0]["hep_cnn"] == pytest.approx(2.0, abs=1.0)
     interleaved = {p.slowdown_pct: p for p in power.curve(
         power.evaluate(pool, "interleaved:2"), WORKLOADS)}
