@@ -187,14 +187,14 @@ def store_baseline(source: str, cand_all: list[dict[str, Any]], commit: str | No
     summaries = catalog.summaries() if clock == "wall" else \
         read_on(catalog.load(catalog.rows), clock, "history")
     selection = select_baseline(summaries, cand_all, shown(source), commit, branch)
-    if clock != "wall":
-        return selection.records, selection.spread
     chosen = {record["run_id"] for record in selection.records}
     print(f"dtbench: {clean_text(selection.description, 2000)}", file=sys.stderr)
     if selection.spread:
         print(f"dtbench: run-to-run noise from the machine's history: "
               f"{len(selection.spread)} experiment(s) with at least 5 runs; no change within "
               "it is called a regression", file=sys.stderr)
+    if clock != "wall":
+        return selection.records, selection.spread  # read whole already
     return catalog.load([row for row in catalog.rows if row["run_id"] in chosen]), \
         selection.spread
 
