@@ -135,7 +135,8 @@ def report(pool: list[power.Invocation], modes: list[str], threshold: float, run
     workloads = sorted({w for inv in pool for w in power.throughputs(inv)})
     found: dict[str, Any] = {"machine": cpu(), "date": datetime.date.today().isoformat(),
                              "run": run, "work": work, "invocations": len(pool),
-                             "threshold": threshold, "modes": {}, "injected": {}}
+                             "threshold": threshold, "modes": {}, "injected": {},
+                             "spread": {}}
     print(f"\nmachine: {cpu()}; {datetime.date.today()}; each invocation: dtbench run {run}; "
           f"straggler {work}; {len(pool)} invocations, median "
           f"{statistics.median(i.seconds for i in pool):.0f} s")
@@ -164,7 +165,7 @@ def report(pool: list[power.Invocation], modes: list[str], threshold: float, run
         print(f"same-commit invocations on the {clock} clock, coefficient of variation of "
               "their median throughputs: " + ", ".join(f"{w} {v:.1f}%"
                                                        for w, v in spreads.items()))
-        found.setdefault("spread", {})[clock] = spreads
+        found["spread"][clock] = spreads
     return found
 
 
@@ -190,7 +191,8 @@ def main() -> None:
                         "default idle")
     parser.add_argument("--clock", action="append", choices=power.CLOCKS,
                         help="decide the gates on this clock, repeatable: wall (what dtbench "
-                        "gate reads) or cpu (the processes' CPU time; default wall)")
+                        "gate reads by default), cpu (the processes' CPU time) or probe (each "
+                        "step over the speed probe, for runs with --speed-probe); default wall")
     parser.add_argument("--threshold", type=float, default=5.0,
                         help="the gate's threshold, percent (default 5)")
     parser.add_argument("--budget-hours", type=float,

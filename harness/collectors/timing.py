@@ -4,19 +4,23 @@ tokens)."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable
 
 from harness.collectors.base import CollectContext, collector, measured
 from harness.records.definitions import step_time_metric, throughput_metric
 from harness.records.record import Metric
 
 
+def per_step(per_rank: list[list[float]], combine: Callable[[Iterable[float]], float]
+             ) -> list[float]:
+    """Each step's readings across ranks combined, over the steps every rank has."""
+    steps = min((len(times) for times in per_rank), default=0)
+    return [combine(times[i] for times in per_rank) for i in range(steps)]
+
+
 def step_times_over_ranks(context: CollectContext) -> list[float]:
     """A step ends when the slowest rank ends it: the per-step maximum across ranks."""
-    per_rank = [r.step_times for r in context.ranks if r.step_times]
-    if not per_rank:
-        return []
-    steps = min(len(times) for times in per_rank)
-    return [max(times[i] for times in per_rank) for i in range(steps)]
+    return per_step([r.step_times for r in context.ranks if r.step_times], max)
 
 
 @collector("step_time")
@@ -77,8 +81,7 @@ def cpu_time(context: CollectContext) -> list[Metric]:
     per_rank = [r.step_cpu_times for r in context.ranks if r.step_cpu_times]
     if not per_rank or len(per_rank) < len([r for r in context.ranks if r.step_times]):
         return []  # a rank without the reading (a device timer) leaves the sum unknown
-    steps = min(len(times) for times in per_rank)
-    samples = [sum(times[i] for times in per_rank) for i in range(steps)]
+    samples = per_step(per_rank, sum)
     return [measured("cpu_time", statistics.median(samples), samples=samples,
                      extra={"ranks": len(per_rank),
                             "aggregation": "sum over ranks of each process's CPU seconds per "
@@ -92,8 +95,7 @@ def reference_time(context: CollectContext) -> list[Metric]:
     per_rank = [r.probe_times for r in context.ranks if r.probe_times]
     if not per_rank:
         return []
-    steps = min(len(times) for times in per_rank)
-    samples = [statistics.fmean(times[i] for times in per_rank) for i in range(steps)]
+    samples = per_step(per_rank, statistics.fmean)
     return [measured("reference_time", statistics.median(samples), samples=samples,
                      extra={"ranks": len(per_rank),
                             "aggregation": "mean over ranks of the probe timed after each "

@@ -36,7 +36,8 @@ def straggle(seconds: float, work: str, device: torch.device) -> None:
         torch.mm(operand, operand, out=product)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        last, now = time.perf_counter() - now, time.perf_counter()
+        ended = time.perf_counter()
+        last, now = ended - now, ended
 
 
 @dataclass
