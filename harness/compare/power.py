@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -131,6 +132,17 @@ def grouped(pool: Sequence[Invocation], size: int) -> list[Invocation]:
     return sorted(merged, key=lambda run: run.index)
 
 
+def segments(pool: Sequence[Invocation], breaks: Sequence[int] = ()) -> list[list[Invocation]]:
+    """The pool cut before each index in `breaks`, where what measures changed (a pool resumed
+    with other code: a probe read otherwise is a step in every figure on its clock), in time
+    order; gates, spreads and slowdowns are taken within a part, never across one."""
+    edges = sorted(set(breaks))
+    lows, highs = [-math.inf, *edges], [*edges, math.inf]
+    parts = [[run for run in pool if low <= run.index < high]
+             for low, high in zip(lows, highs, strict=True)]
+    return [part for part in parts if part]
+
+
 def gates_of(pool: Sequence[Invocation], mode: str) -> list[Gate]:
     """`history`, `history:G` (each commit G invocations of the pool, see grouped) or
     `interleaved:K`."""
@@ -199,12 +211,12 @@ class Outcome:
 
 
 def evaluate(pool: Sequence[Invocation], mode: str, threshold: float = 5.0,
-             decider: Callable[[Gate, dict[str, str], float], Verdict] = decide
-             ) -> list[Outcome]:
-    """Every gate of `mode` the pool makes, decided."""
+             decider: Callable[[Gate, dict[str, str], float], Verdict] = decide,
+             breaks: Sequence[int] = ()) -> list[Outcome]:
+    """Every gate of `mode` the pool makes within each of its segments, decided."""
     keys = spec_keys(pool)
     outcomes = []
-    for gate in gates_of(pool, mode):
+    for gate in (gate for part in segments(pool, breaks) for gate in gates_of(part, mode)):
         verdict = decider(gate, keys, threshold)
         regressed = frozenset(row.workload for row in verdict.comparison.regressions)
         outcomes.append(Outcome(gate, verdict.exit_code, regressed))
@@ -267,29 +279,46 @@ def throughputs(run: Invocation) -> dict[str, float]:
     return {workload: statistics.median(values) for workload, values in found.items()}
 
 
-def spread(pool: Sequence[Invocation]) -> dict[str, float]:
+def spread(pool: Sequence[Invocation], breaks: Sequence[int] = ()) -> dict[str, float]:
     """Per workload, how far apart the same-commit invocations fall: the coefficient of
-    variation of their median throughputs, percent."""
-    found: dict[str, list[float]] = {}
-    for run in pool:
-        if run.slowdown_pct == 0:
-            for workload, value in throughputs(run).items():
-                found.setdefault(workload, []).append(value)
-    return {w: statistics.stdev(v) / statistics.fmean(v) * 100.0
-            for w, v in sorted(found.items()) if len(v) > 1}
+    variation of their median throughputs, percent (pooled over the segments: each part's
+    variance about its own mean, weighted by its degrees of freedom)."""
+    squares: dict[str, float] = {}
+    freedom: dict[str, int] = {}
+    for part in segments(pool, breaks):
+        found: dict[str, list[float]] = {}
+        for run in part:
+            if run.slowdown_pct == 0:
+                for workload, value in throughputs(run).items():
+                    found.setdefault(workload, []).append(value)
+        for workload, values in found.items():
+            if len(values) > 1:
+                cv = statistics.stdev(values) / statistics.fmean(values)
+                squares[workload] = squares.get(workload, 0.0) + cv * cv * (len(values) - 1)
+                freedom[workload] = freedom.get(workload, 0) + len(values) - 1
+    return {w: math.sqrt(squares[w] / freedom[w]) * 100.0 for w in sorted(squares)}
 
 
-def injected(pool: Sequence[Invocation]) -> dict[float, dict[str, float]]:
-    """The slowdown each level actually made, percent, per workload: 1 - the slowed
-    invocations' median throughput over the same-commit ones'."""
-    levels: dict[float, dict[str, list[float]]] = {}
-    for run in pool:
-        for workload, value in throughputs(run).items():
-            levels.setdefault(run.slowdown_pct, {}).setdefault(workload, []).append(value)
-    same = {w: statistics.median(v) for w, v in levels.get(0.0, {}).items()}
-    return {level: {w: (1.0 - statistics.median(v) / same[w]) * 100.0
-                    for w, v in found.items() if w in same}
-            for level, found in sorted(levels.items()) if level > 0}
+def injected(pool: Sequence[Invocation], breaks: Sequence[int] = ()
+             ) -> dict[float, dict[str, float]]:
+    """The slowdown each level actually made, percent, per workload: 1 - the median of the
+    slowed invocations' throughputs, each over the same-commit median of its segment."""
+    ratios: dict[float, dict[str, list[float]]] = {}
+    for part in segments(pool, breaks):
+        same: dict[str, list[float]] = {}
+        for run in part:
+            if run.slowdown_pct == 0:
+                for workload, value in throughputs(run).items():
+                    same.setdefault(workload, []).append(value)
+        middle = {w: statistics.median(v) for w, v in same.items()}
+        for run in part:
+            if run.slowdown_pct > 0:
+                for workload, value in throughputs(run).items():
+                    if workload in middle:
+                        ratios.setdefault(run.slowdown_pct, {}).setdefault(
+                            workload, []).append(value / middle[workload])
+    return {level: {w: (1.0 - statistics.median(v)) * 100.0 for w, v in found.items()}
+            for level, found in sorted(ratios.items())}
 
 
 def table(points: Sequence[CurvePoint], workloads: Sequence[str], mode: str) -> str:

@@ -22,18 +22,21 @@ WORKLOADS = ("hep_cnn", "lstm")
 
 
 def synthetic_pool(rounds: int, slowdowns: tuple[float, ...], spread: float, seed: int = 0,
-                   repeats: int = 3, cpu_spread: float | None = None) -> list[power.Invocation]:
+                   repeats: int = 3, cpu_spread: float | None = None,
+                   shift: tuple[int, float] = (0, 1.0)) -> list[power.Invocation]:
     """A pool as bench_gate_power.py makes one: per invocation and workload a speed drawn
     log-normally with sd `spread` (what one process keeps for its life), its repeats within
     0.1% of it; a slowed invocation's steps longer by 1 / (1 - slowdown). With `cpu_spread`
     each record has a cpu_time too (two threads busy each step: twice the step's seconds),
-    its speed drawn apart with that spread and slowed alike."""
+    its speed drawn apart with that spread and slowed alike. `shift` (index, factor): every
+    invocation from that index on `factor` times as fast (what measures changed there)."""
     rng = np.random.default_rng(seed)
     pool = []
     for index, level in enumerate(power.plan(rounds, slowdowns)):
         records = []
         for workload in WORKLOADS:
-            speed = math.exp(rng.normal(0.0, spread)) * (1.0 - level / 100.0)
+            speed = math.exp(rng.normal(0.0, spread)) * (1.0 - level / 100.0) \
+                * (shift[1] if index >= shift[0] else 1.0)
             cpu_speed = math.exp(rng.normal(0.0, cpu_spread or 0.0)) * (1.0 - level / 100.0)
             for repeat in range(repeats):
                 run = speed * math.exp(rng.normal(0.0, 0.001))
@@ -159,6 +162,36 @@ def test_the_history_gate_catches_as_often_as_its_floor_predicts() -> None:
     assert points[0.0].alarms <= 2  # of 20
 
 
+def test_a_pool_cut_where_what_measures_changed_compares_each_part_apart() -> None:
+    """Invocations 0.5% apart whose speed steps 10% at invocation 20 (a pool resumed with
+    another probe): across the step the same commit reads 10% apart and the history gate,
+    whose nearest invocations straddle it, alarms on the same commit; cut there (--break 20),
+    no gate's history reaches the other part, the spread is the 0.5% drawn and a 10%
+    slowdown reads as 10%."""
+    pool = synthetic_pool(20, (10.0,), 0.005, seed=2, repeats=1, shift=(20, 1.1))
+    assert [len(part) for part in power.segments(pool, [20])] == [20, 20]
+    assert power.segments(pool, [0, 40]) == [pool] and power.segments(pool) == [pool]
+    assert all(v > 3.0 for v in power.spread(pool).values())
+    assert all(v < 1.5 for v in power.spread(pool, [20]).values())
+    assert power.injected(pool, [20])[10.0]["lstm"] == pytest.approx(10.0, abs=1.0)
+    seen: list[power.Gate] = []
+
+    def decider(gate: power.Gate, keys: dict[str, str], threshold: float) -> Verdict:
+        seen.append(gate)
+        return power.decide(gate, keys, threshold)
+
+    cut = {p.slowdown_pct: p for p in power.curve(
+        power.evaluate(pool, "history", decider=decider, breaks=[20]), WORKLOADS)}
+    assert len(seen) == len(pool)
+    for gate in seen:
+        sides = {run.index >= 20 for run in gate.baseline + gate.candidate}
+        assert len(sides) == 1  # never across the cut
+    whole = {p.slowdown_pct: p for p in power.curve(power.evaluate(pool, "history"),
+                                                    WORKLOADS)}
+    assert (cut[0.0].alarms, cut[10.0].alarms) == (0, cut[10.0].gates)
+    assert whole[0.0].alarms + whole[10.0].gates - whole[10.0].alarms > 0
+
+
 def test_a_slowed_busy_run_reads_as_a_change_too() -> None:
     pool = synthetic_pool(1, (10.0,), 0.01)
     keys = power.spec_keys(pool)
@@ -230,7 +263,28 @@ def test_the_benchmark_resumes_its_pool_within_its_budget(
     pool = bench.load_pool(root)
     assert [run.slowdown_pct for run in pool] == power.plan(3, (2.0,))
     assert all(len(run.records) == 6 for run in pool)
+    cut = bench.report(pool, ["history"], 5.0, "quick", ["wall"], breaks=[2])
+    assert cut["breaks"] == [2] and cut["modes"]["history/wall"][0]["gates"] == 2
     with pytest.raises(SystemExit, match="holds a pool"):
         bench.check_plan(root, "quick --repeat 9", [2.0], "idle")
     with pytest.raises(SystemExit, match="holds a pool"):
         bench.check_plan(root, "quick", [2.0], "busy")
+
+
+def test_the_floor_only_experiment_drops_the_runs_interval_and_restores_it() -> None:
+    """bench_gate_power.py --floor-only: three runs a side, one candidate run faster than one
+    baseline run, medians 7% apart: the runs' bootstrap interval spans 1 (not significant),
+    so the shipped rule calls nothing; under the experiment the drop counts, and afterwards
+    the shipped rule is back."""
+    from harness.core.stats import RatioTest
+
+    bench = importlib.import_module("benchmarks.bench_gate_power")
+    runs = [np.full(5, v) for v in (100.0, 101.0, 92.0)], [np.full(5, v) for v in
+                                                           (93.0, 94.0, 100.5)]
+    test = RatioTest.of_runs(*runs)
+    assert test.ratio == pytest.approx(94.0 / 100.0) and test.ci_high > 1.0
+    assert not test.significant(True, worse=True)
+    with bench.floor_only():
+        assert test.significant(True, worse=True)
+        assert not test.significant(True, worse=False)
+    assert not test.significant(True, worse=True)
