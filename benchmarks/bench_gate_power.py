@@ -49,8 +49,8 @@ import shutil
 import statistics
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]

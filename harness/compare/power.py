@@ -279,6 +279,16 @@ def throughputs(run: Invocation) -> dict[str, float]:
     return {workload: statistics.median(values) for workload, values in found.items()}
 
 
+def _same_commit(part: Sequence[Invocation]) -> dict[str, list[float]]:
+    """Each workload's median throughputs of the same-commit invocations of `part`."""
+    found: dict[str, list[float]] = {}
+    for run in part:
+        if run.slowdown_pct == 0:
+            for workload, value in throughputs(run).items():
+                found.setdefault(workload, []).append(value)
+    return found
+
+
 def spread(pool: Sequence[Invocation], breaks: Sequence[int] = ()) -> dict[str, float]:
     """Per workload, how far apart the same-commit invocations fall: the coefficient of
     variation of their median throughputs, percent (pooled over the segments: each part's
@@ -286,12 +296,7 @@ def spread(pool: Sequence[Invocation], breaks: Sequence[int] = ()) -> dict[str, 
     squares: dict[str, float] = {}
     freedom: dict[str, int] = {}
     for part in segments(pool, breaks):
-        found: dict[str, list[float]] = {}
-        for run in part:
-            if run.slowdown_pct == 0:
-                for workload, value in throughputs(run).items():
-                    found.setdefault(workload, []).append(value)
-        for workload, values in found.items():
+        for workload, values in _same_commit(part).items():
             if len(values) > 1:
                 cv = statistics.stdev(values) / statistics.fmean(values)
                 squares[workload] = squares.get(workload, 0.0) + cv * cv * (len(values) - 1)
@@ -305,12 +310,7 @@ def injected(pool: Sequence[Invocation], breaks: Sequence[int] = ()
     slowed invocations' throughputs, each over the same-commit median of its segment."""
     ratios: dict[float, dict[str, list[float]]] = {}
     for part in segments(pool, breaks):
-        same: dict[str, list[float]] = {}
-        for run in part:
-            if run.slowdown_pct == 0:
-                for workload, value in throughputs(run).items():
-                    same.setdefault(workload, []).append(value)
-        middle = {w: statistics.median(v) for w, v in same.items()}
+        middle = {w: statistics.median(v) for w, v in _same_commit(part).items()}
         for run in part:
             if run.slowdown_pct > 0:
                 for workload, value in throughputs(run).items():
