@@ -142,14 +142,21 @@ def history_spread(records: list[dict[str, Any]]) -> dict[str, dict[str, Spread]
         for name, logs in values.items():
             if len(logs) < MIN_HISTORY:
                 continue
-            typical = statistics.median(abs(b - a) for a, b in
-                                        zip(logs[:-1], logs[1:], strict=True))
             single = (max(singles[name]) / min(singles[name]) - 1.0) * 100 \
                 if compare_role(name) == VALUE else None
-            found.setdefault(key, {})[name] = Spread(1.4826 * typical, len(logs),
+            found.setdefault(key, {})[name] = Spread(ratio_sigma(logs), len(logs),
                                                      int(statistics.median(counts[name])),
                                                      single)
     return found
+
+
+def ratio_sigma(logs: list[float]) -> float:
+    """The standard deviation of the log ratio of two commits' medians, from consecutive
+    commits' log medians in time order: 1.4826 x the median absolute difference of
+    consecutive ones (a step of the code between two commits is one difference, which the
+    median ignores)."""
+    return 1.4826 * statistics.median(abs(b - a) for a, b in
+                                      zip(logs[:-1], logs[1:], strict=True))
 
 
 def candidate_machine(candidate: list[dict[str, Any]]) -> str:
