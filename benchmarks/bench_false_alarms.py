@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import platform
 import shlex
 import shutil
@@ -32,7 +33,11 @@ MATCH_WITHOUT_STRAGGLER = "workload,backend,comm,launcher,precision,size,mode,wo
 
 
 def dtbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, text=True,
+    """`dtbench ARGS` of this checkout's code, run in the caller's directory (so that a
+    relative --out lands where the caller looks for it)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "harness", *args], env=env, text=True,
                           capture_output=True)
 
 
