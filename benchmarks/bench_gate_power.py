@@ -20,7 +20,8 @@ probe timed after it, for pools whose --run has --speed-probe):
 
 The pool is kept in --keep DIR: running again with the same DIR resumes it (an invocation cut
 short is made again), --budget-hours stops starting invocations when the next would pass the
-budget, and --evaluate-only decides gates from what DIR holds. Where what measures changed
+budget, and --evaluate-only decides gates from what DIR holds; --floor-decides decides them
+as `dtbench gate --floor-decides` does. Where what measures changed
 part way through a pool (resumed with other code), --break N decides the gates of each part
 apart: no gate's history reaches across N. A round of the shipped
 configuration is 8 invocations of about 100 s on a 2-core VM: 10 rounds (40 same-commit
@@ -42,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import io
 import json
 import shlex
@@ -49,7 +51,6 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,6 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_false_alarms import cpu, dtbench, records_in  # noqa: E402
 from harness.compare import power  # noqa: E402
 from harness.compare.gate import GATE_RUN  # noqa: E402
-from harness.core.stats import ALPHA, RatioTest  # noqa: E402
 
 PLAN, MANIFEST = "plan.json", "manifest.jsonl"
 
@@ -125,27 +125,6 @@ def make_pool(root: Path, run: str, slowdowns: list[float], rounds: int,
               f", {seconds:.0f} s", flush=True)
 
 
-@contextlib.contextmanager
-def floor_only() -> Iterator[None]:
-    """An experiment, not the shipped rule: gates decided by the threshold and the history's
-    floor alone, a change of runs' medians beyond them called whatever the runs' bootstrap
-    interval says (with 2 or 3 runs a side that interval spans 1 whenever one candidate run
-    is faster than one baseline run)."""
-    shipped = RatioTest.significant
-
-    def significant(test: RatioTest, higher_is_better: bool, worse: bool,
-                    alpha: float = ALPHA) -> bool:
-        if test.level != "runs":
-            return shipped(test, higher_is_better, worse, alpha)
-        return (test.ratio < 1.0) == (worse == higher_is_better)
-
-    RatioTest.significant = significant  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        RatioTest.significant = shipped  # type: ignore[method-assign]
-
-
 def load_pool(root: Path) -> list[power.Invocation]:
     return [power.Invocation(index, entry["slowdown_pct"],
                              tuple(records_in(folder_of(root, index, entry["slowdown_pct"]))),
@@ -154,25 +133,28 @@ def load_pool(root: Path) -> list[power.Invocation]:
 
 
 def report(pool: list[power.Invocation], modes: list[str], threshold: float, run: str,
-           clocks: list[str], work: str = "idle", breaks: list[int] | None = None
-           ) -> dict[str, Any]:
+           clocks: list[str], work: str = "idle", breaks: list[int] | None = None,
+           floor_decides: bool = False) -> dict[str, Any]:
     """Each clock's and gate mode's curve as a table, the slowdown actually injected on each
-    clock, the setup; each taken within the pool's segments (cut before each of `breaks`)."""
+    clock, the setup; each taken within the pool's segments (cut before each of `breaks`),
+    the gates decided as `dtbench gate [--floor-decides]` decides them."""
     breaks = breaks or []
     workloads = sorted({w for inv in pool for w in power.throughputs(inv)})
     found: dict[str, Any] = {"machine": cpu(), "date": datetime.date.today().isoformat(),
                              "run": run, "work": work, "invocations": len(pool),
                              "threshold": threshold, "modes": {}, "injected": {},
-                             "spread": {}, "breaks": breaks}
+                             "spread": {}, "breaks": breaks, "floor_decides": floor_decides}
     print(f"\nmachine: {cpu()}; {datetime.date.today()}; each invocation: dtbench run {run}; "
           f"straggler {work}; {len(pool)} invocations, median "
           f"{statistics.median(i.seconds for i in pool):.0f} s"
-          + (f"; cut before invocation(s) {', '.join(map(str, breaks))}" if breaks else ""))
+          + (f"; cut before invocation(s) {', '.join(map(str, breaks))}" if breaks else "")
+          + ("; gates decided with --floor-decides" if floor_decides else ""))
+    decider = functools.partial(power.decide, floor_decides=floor_decides)
     for clock in clocks:
         timed = power.on_clock(pool, clock)
         for mode in modes:
             with contextlib.redirect_stderr(io.StringIO()):  # compare's warnings, once a gate
-                outcomes = power.evaluate(timed, mode, threshold, breaks=breaks)
+                outcomes = power.evaluate(timed, mode, threshold, decider, breaks)
             points = power.curve(outcomes, workloads)
             print("\n" + power.table(points, workloads, f"{mode}, {clock} clock"))
             short = [f"{p.slowdown_pct:g}%: {p.gates}" for p in points
@@ -234,9 +216,10 @@ def main() -> None:
                         help="what measures changed before invocation N (a pool resumed with "
                         "other code): gates, spreads and slowdowns are taken on each side of "
                         "it, never across; repeatable")
-    parser.add_argument("--floor-only", action="store_true",
-                        help="an experiment: decide the gates by the threshold and the "
-                        "history's floor alone, without the runs' bootstrap interval")
+    parser.add_argument("--floor-decides", action="store_true",
+                        help="decide the gates as `dtbench gate --floor-decides` does: at run "
+                        "level a change beyond the history's floor fails whatever the runs' "
+                        "interval says")
     parser.add_argument("--json", dest="json_file", type=Path, help="write the figures here")
     args = parser.parse_args()
     slowdowns = sorted(args.slowdown or power.SLOWDOWNS)
@@ -250,10 +233,8 @@ def main() -> None:
     if not pool:
         raise SystemExit(f"{args.keep}: no finished invocation to evaluate")
     kept = json.loads((args.keep / PLAN).read_text())
-    with floor_only() if args.floor_only else contextlib.nullcontext():
-        found = report(pool, modes, args.threshold, kept["run"], args.clock or ["wall"],
-                       kept.get("work", "idle"), args.breaks)
-    found["floor_only"] = args.floor_only
+    found = report(pool, modes, args.threshold, kept["run"], args.clock or ["wall"],
+                   kept.get("work", "idle"), args.breaks, args.floor_decides)
     if args.json_file:
         args.json_file.write_text(json.dumps(found, indent=1) + "\n")
 

@@ -24,6 +24,17 @@ def add_clock(parser: argparse.ArgumentParser, default: str = "wall") -> None:
                         f"clock's figure are left out (default {default})")
 
 
+def add_floor_decides(parser: argparse.ArgumentParser) -> None:
+    """--floor-decides: how a history's floor decides a change (compare's, and the gate's)."""
+    parser.add_argument("--floor-decides", action="store_true",
+                        help="against a store's history: a change of the runs' medians beyond "
+                        "the threshold and the history's floor is a regression even where the "
+                        "runs' interval spans 1 (with 2-3 runs a side it spans 1 unless every "
+                        "run of one side is slower); metrics without a floor are decided as "
+                        "before; more power, measured in docs/measurements/ci-gate.md "
+                        "(default off)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("baseline", nargs="?",
                         help="record file, store or pytest-benchmark JSON (default: with no "
@@ -35,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "record)")
     add_threshold(parser)
     add_clock(parser)
+    add_floor_decides(parser)
     add_json_option(parser, "the comparison")
     parser.add_argument("--format", choices=("text", "md"), default="text",
                         help="md: a Markdown summary for a pull-request comment or "

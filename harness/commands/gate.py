@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.compare import add_clock, add_threshold
+from harness.commands.compare import add_clock, add_floor_decides, add_threshold
 from harness.commands.options import non_negative_int, positive_int
 
 
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default ./baseline)")
     add_threshold(parser)
     add_clock(parser)
+    add_floor_decides(parser)
     parser.add_argument("--base", choices=BASES, default=BASES[0],
                         help="the commit a baseline run here is made of: the merge base of HEAD "
                         "and the target branch, or the target branch's tip (default merge-base)")
@@ -62,5 +63,5 @@ def command(args: argparse.Namespace) -> int:
         summary=args.summary, candidate=args.candidate, baseline=args.baseline,
         threshold=float(args.threshold), base=args.base, interleave=args.interleave,
         repeat=args.repeat, max_time=args.max_time, baseline_here=args.baseline_here,
-        clock=args.clock)
+        clock=args.clock, floor_decides=args.floor_decides)
     return record(options) if args.action == "record" else gate(options)

@@ -212,11 +212,14 @@ class Verdict:
 def judge(base_all: list[dict[str, Any]], cand_all: list[dict[str, Any]], threshold: float,
           *, match_on: tuple[str, ...] | None = None,
           spread: dict[str, dict[str, Spread]] | None = None,
-          allow_hardware: bool = False, clock: str = "wall") -> Verdict:
+          allow_hardware: bool = False, clock: str = "wall", floor_decides: bool = False
+          ) -> Verdict:
     """Compare two sides' records and decide: exit 1 on a gated regression or a failed
     candidate run, 3 when nothing was compared, else 0. Different hardware is UsageError unless
     `allow_hardware`; the warnings (hardware, busy machines, other machines) go to stderr.
-    `clock` reads both sides' steps on that clock (harness/compare/clock.py)."""
+    `clock` reads both sides' steps on that clock (harness/compare/clock.py);
+    `floor_decides`: at run level a change beyond the history's floor (`spread`) is called
+    without the runs' interval (rows.compare_groups)."""
     from harness.compare.baseline import floors_of
 
     base_all, cand_all = read_on(base_all, clock, "baseline"), read_on(cand_all, clock,
@@ -230,7 +233,7 @@ def judge(base_all: list[dict[str, Any]], cand_all: list[dict[str, Any]], thresh
     baseline = [record for record in base_all if record.get("status") == "success"]
     candidate = [record for record in cand_all if record.get("status") == "success"]
     comparison = compare_records(baseline, candidate, threshold, match_on,
-                                 floors_of(spread or {}))
+                                 floors_of(spread or {}), floor_decides)
     if comparison.hardware and not allow_hardware:
         label, found = next(iter(comparison.hardware.items()))
         raise UsageError(f"different hardware ({label}: {'; '.join(found)}): compare refuses "
@@ -320,7 +323,8 @@ def command(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
                             else ([], {}))
     verdict = judge(base_all, cand_all, float(args.threshold), match_on=match_on, spread=spread,
                     allow_hardware=bool(getattr(args, "allow_different_hardware", False)),
-                    clock=getattr(args, "clock", "wall"))
+                    clock=getattr(args, "clock", "wall"),
+                    floor_decides=bool(getattr(args, "floor_decides", False)))
     verbose = bool(getattr(args, "verbose", False))
     if getattr(args, "format", None) == "md":  # Markdown escapes every record text itself
         print(markdown(verdict.comparison, verbose), end="")

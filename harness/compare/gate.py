@@ -60,6 +60,7 @@ class GateOptions:
     max_time: float | None = None
     baseline_here: bool = False
     clock: str = "wall"
+    floor_decides: bool = False
 
     def run_args(self) -> list[str]:
         """`dtbench run`'s arguments: RUN, then --repeat and --max-time where given, and
@@ -82,6 +83,7 @@ class Decided:
     baseline: str
     spread: dict[str, dict[str, Spread]] = field(default_factory=dict)
     clock: str = "wall"
+    floor_decides: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -188,7 +190,7 @@ def against_history(options: GateOptions, cand_all: list[dict[str, Any]]) -> Dec
         base_all, spread = store_baseline(history, cand_all, branch=options.target_branch,
                                           clock=options.clock)
         verdict = judge(base_all, cand_all, options.threshold, spread=spread,
-                        clock=options.clock)
+                        clock=options.clock, floor_decides=options.floor_decides)
     except UsageError as exc:
         return str(exc)
     if verdict.exit_code == EXIT_NOTHING_COMPARED:
@@ -229,6 +231,9 @@ def summary(decided: Decided) -> tuple[str, str]:
     found = detectable(comparison, decided.spread)
     clock = [] if decided.clock == "wall" else [
         f"Clock: {decided.clock} (steps read as the {CLOCK_NAMES[decided.clock]})."]
+    if decided.floor_decides and decided.spread:
+        clock.append("Rule: a change beyond the history's floor fails the gate whatever the "
+                     "runs' interval says (--floor-decides).")
     text = "\n".join([render(comparison), "", f"Baseline: {decided.baseline}.", *clock,
                       *summary_lines(found)])
     page = "\n".join([markdown(comparison, title="dtbench gate").rstrip("\n"), "",
@@ -262,7 +267,7 @@ def gate(options: GateOptions) -> int:
             decided = pairwise(options, decided)
     else:
         decided = pairwise(options, "interleaved")
-    decided.clock = options.clock
+    decided.clock, decided.floor_decides = options.clock, options.floor_decides
     text, page = summary(decided)
     sys.stdout.write(text)
     options.summary.write_text(page, encoding="utf-8")

@@ -185,16 +185,19 @@ def spec_keys(pool: Sequence[Invocation]) -> dict[str, str]:
             for record in run.records if record.get("spec_key")}
 
 
-def decide(gate: Gate, keys: dict[str, str], threshold: float = 5.0) -> Verdict:
+def decide(gate: Gate, keys: dict[str, str], threshold: float = 5.0,
+           floor_decides: bool = False) -> Verdict:
     """The gate's verdict, as `dtbench gate` decides it: against the history (its runs each a
     commit of the target branch, the latest chosen per experiment, the machine's spread from
-    them all), or the two interleaved sides against each other."""
+    them all; `floor_decides` as `dtbench gate --floor-decides`), or the two interleaved sides
+    against each other."""
     if gate.mode == "history":
         history = [_with_code(record, f"{run.index:040x}", TARGET_BRANCH)
                    for run in gate.baseline for record in run.records]
         candidate = [as_change(record, keys) for run in gate.candidate for record in run.records]
         chosen = select_baseline(history, candidate, "the pool", branch=TARGET_BRANCH)
-        return judge(chosen.records, candidate, threshold, spread=chosen.spread)
+        return judge(chosen.records, candidate, threshold, spread=chosen.spread,
+                     floor_decides=floor_decides)
     baseline = [_with_code(record, "b" * 40, TARGET_BRANCH)
                 for run in gate.baseline for record in run.records]
     candidate = [as_change(record, keys) for run in gate.candidate for record in run.records]

@@ -82,16 +82,20 @@ class ComparisonRow:
 
 
 def verdict_of(test: RatioTest, higher_is_better: bool | None, threshold_pct: float,
-               resolution_pct: float | None = None) -> str:
+               resolution_pct: float | None = None, by_floor: bool = False) -> str:
+    """A change beyond the threshold that the test calls significant (`by_floor`: whatever
+    the test says, `resolution_pct` then holding the history's floor), unless within the
+    resolution."""
     if higher_is_better is None or not math.isfinite(test.ratio):
         return OK
     limit = threshold_pct / 100.0
     lower, higher = test.ratio < 1.0 - limit, test.ratio > 1.0 + limit
     worse, better = (lower, higher) if higher_is_better else (higher, lower)
     found = OK
-    if worse and test.significant(higher_is_better, worse=True, alpha=ALPHA):
+    if worse and (by_floor or test.significant(higher_is_better, worse=True, alpha=ALPHA)):
         found = REGRESSION
-    elif better and test.significant(higher_is_better, worse=False, alpha=ALPHA):
+    elif better and (by_floor or test.significant(higher_is_better, worse=False,
+                                                  alpha=ALPHA)):
         found = IMPROVED
     # the change on a scale where a time and its rate agree (1.1 and 1/1.1 are one change)
     if found != OK and resolution_pct is not None \
@@ -108,16 +112,21 @@ def run_spread(values: list[float]) -> float:
 
 
 def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | None,
-            threshold_pct: float, resolution_pct: float | None = None) -> ComparisonRow:
+            threshold_pct: float, resolution_pct: float | None = None,
+            by_floor: bool = False) -> ComparisonRow:
     """The row of a metric that was tested: its medians, ratio, test and verdict."""
     return ComparisonRow(**common, verdict=verdict_of(test, higher_is_better, threshold_pct,
-                                                      resolution_pct),
+                                                      resolution_pct, by_floor),
                          baseline=test.baseline_median, candidate=test.candidate_median,
                          ratio=test.ratio, test=test, resolution_pct=resolution_pct)
 
 
 def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
-                   noise: dict[str, float] | None = None) -> list[ComparisonRow]:
+                   noise: dict[str, float] | None = None, floor_decides: bool = False
+                   ) -> list[ComparisonRow]:
+    """A row per metric of one spec on both sides. `noise`: the history's floor of each
+    metric (percent), below which no change is called; `floor_decides`: at run level a change
+    beyond a metric's floor is called whatever the runs' interval says (--floor-decides)."""
     base_metrics, cand_metrics = pool_metrics(base.records), pool_metrics(cand.records)
     # values computed, not measured (a prediction): compared as they are, without a test
     deterministic = not any(record_kind(r).measured for r in base.records + cand.records)
@@ -145,10 +154,11 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
             sides = before.resolution(name), after.resolution(name)
             # independent errors: the sides' interval half-widths add in quadrature
             resolution = math.hypot(*sides) if None not in sides else None  # type: ignore
-            if noise and name in noise:  # what reruns reach on this machine
-                resolution = max(resolution or 0.0, noise[name])
+            floored = bool(noise) and name in noise  # type: ignore[operator]
+            if floored:  # what reruns reach on this machine
+                resolution = max(resolution or 0.0, noise[name])  # type: ignore[index]
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
-                                resolution))
+                                resolution, floor_decides and floored and test.level == "runs"))
         elif catalogue.compare_role(name) == catalogue.VALUE and before.values \
                 and after.values and not deterministic:
             resolution = None
@@ -163,9 +173,11 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
                 test = RatioTest.exact(statistics.median(before.values),
                                        statistics.median(after.values))
                 limit = max(threshold_pct, SINGLE_RUN_LIMIT_PCT)
-            if noise and name in noise:  # what reruns reach on this machine
-                resolution = max(resolution or 0.0, noise[name])
-            rows.append(_tested(common, test, known.higher_is_better, limit, resolution))
+            floored = bool(noise) and name in noise  # type: ignore[operator]
+            if floored:  # what reruns reach on this machine
+                resolution = max(resolution or 0.0, noise[name])  # type: ignore[index]
+            rows.append(_tested(common, test, known.higher_is_better, limit, resolution,
+                                floor_decides and floored and test.level == "runs"))
         elif deterministic and before.values and after.values:
             test = RatioTest.exact(statistics.median(before.values),
                                    statistics.median(after.values))
@@ -271,10 +283,12 @@ def family_floors(noise: dict[str, dict[str, float]], family: int
 
 def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, Any]],
                     threshold_pct: float, match_on: tuple[str, ...] | None = None,
-                    noise: dict[str, dict[str, float]] | None = None) -> Comparison:
+                    noise: dict[str, dict[str, float]] | None = None,
+                    floor_decides: bool = False) -> Comparison:
     """Compare the successful records of two sides (others are ignored). `noise`: each
     experiment's run-to-run noise in the baseline machine's history (experiment key ->
-    metric -> percent), below which no change is called one."""
+    metric -> percent), below which no change is called one; `floor_decides`: beyond it, a
+    change of the runs' medians is called without their interval (--floor-decides)."""
     from harness.machine.hardware import hardware_differences
 
     pairs, only_base, only_cand = match_specs(
@@ -287,7 +301,8 @@ def compare_records(baseline: list[dict[str, Any]], candidate: list[dict[str, An
                  if row.test is not None and row.gated and row.metric in (noise or {})[key])
     floors = family_floors(noise or {}, family)
     rows = holm([row for (base, cand), key in zip(pairs, keys, strict=True)
-                 for row in compare_groups(base, cand, threshold_pct, floors.get(key))])
+                 for row in compare_groups(base, cand, threshold_pct, floors.get(key),
+                                           floor_decides)])
     hardware: dict[str, list[str]] = {}
     for base, cand in pairs:
         found = sorted({difference for before in base.records for after in cand.records

@@ -271,20 +271,20 @@ def test_the_benchmark_resumes_its_pool_within_its_budget(
         bench.check_plan(root, "quick", [2.0], "busy")
 
 
-def test_the_floor_only_experiment_drops_the_runs_interval_and_restores_it() -> None:
-    """bench_gate_power.py --floor-only: three runs a side, one candidate run faster than one
-    baseline run, medians 7% apart: the runs' bootstrap interval spans 1 (not significant),
-    so the shipped rule calls nothing; under the experiment the drop counts, and afterwards
-    the shipped rule is back."""
-    from harness.core.stats import RatioTest
-
+def test_the_benchmark_decides_the_gates_as_the_gate_option_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_gate_power.py --floor-decides: report() decides every gate through
+    power.decide(floor_decides=True), and says so in its figures."""
     bench = importlib.import_module("benchmarks.bench_gate_power")
-    runs = [np.full(5, v) for v in (100.0, 101.0, 92.0)], [np.full(5, v) for v in
-                                                           (93.0, 94.0, 100.5)]
-    test = RatioTest.of_runs(*runs)
-    assert test.ratio == pytest.approx(94.0 / 100.0) and test.ci_high > 1.0
-    assert not test.significant(True, worse=True)
-    with bench.floor_only():
-        assert test.significant(True, worse=True)
-        assert not test.significant(True, worse=False)
-    assert not test.significant(True, worse=True)
+    pool = synthetic_pool(6, (5.0,), spread=0.01, seed=1)
+    seen: list[bool] = []
+    real = power.decide
+
+    def spy(gate: power.Gate, keys: dict[str, str], threshold: float = 5.0,
+            floor_decides: bool = False) -> Verdict:
+        seen.append(floor_decides)
+        return real(gate, keys, threshold, floor_decides)
+
+    monkeypatch.setattr(power, "decide", spy)
+    found = bench.report(pool, ["history"], 5.0, "quick", ["wall"], floor_decides=True)
+    assert found["floor_decides"] is True and seen and all(seen)
