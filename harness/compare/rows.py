@@ -113,8 +113,13 @@ def run_spread(values: list[float]) -> float:
 
 def _tested(common: dict[str, Any], test: RatioTest, higher_is_better: bool | None,
             threshold_pct: float, resolution_pct: float | None = None,
-            by_floor: bool = False) -> ComparisonRow:
-    """The row of a metric that was tested: its medians, ratio, test and verdict."""
+            floor: float | None = None, floor_decides: bool = False) -> ComparisonRow:
+    """The row of a metric that was tested: its medians, ratio, test and verdict. `floor`:
+    the history's floor of the metric (what reruns reach on this machine), which raises the
+    resolution and, with `floor_decides`, decides a test of runs alone."""
+    if floor is not None:
+        resolution_pct = max(resolution_pct or 0.0, floor)
+    by_floor = floor_decides and floor is not None and test.level == "runs"
     return ComparisonRow(**common, verdict=verdict_of(test, higher_is_better, threshold_pct,
                                                       resolution_pct, by_floor),
                          baseline=test.baseline_median, candidate=test.candidate_median,
@@ -137,6 +142,7 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
         assert known is not None
         common = dict(workload=base.workload, spec=base.label, metric=name, unit=known.unit,
                       higher_is_better=known.higher_is_better)
+        floor = (noise or {}).get(name)
         if before is None or after is None:
             value = known.summary_value(name)
             rows.append(ComparisonRow(**common, verdict=ONLY_CANDIDATE if before is None
@@ -154,11 +160,8 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
             sides = before.resolution(name), after.resolution(name)
             # independent errors: the sides' interval half-widths add in quadrature
             resolution = math.hypot(*sides) if None not in sides else None  # type: ignore
-            floored = bool(noise) and name in noise  # type: ignore[operator]
-            if floored:  # what reruns reach on this machine
-                resolution = max(resolution or 0.0, noise[name])  # type: ignore[index]
             rows.append(_tested(common, test, known.higher_is_better, threshold_pct,
-                                resolution, floor_decides and floored and test.level == "runs"))
+                                resolution, floor, floor_decides))
         elif catalogue.compare_role(name) == catalogue.VALUE and before.values \
                 and after.values and not deterministic:
             resolution = None
@@ -173,11 +176,8 @@ def compare_groups(base: SpecGroup, cand: SpecGroup, threshold_pct: float,
                 test = RatioTest.exact(statistics.median(before.values),
                                        statistics.median(after.values))
                 limit = max(threshold_pct, SINGLE_RUN_LIMIT_PCT)
-            floored = bool(noise) and name in noise  # type: ignore[operator]
-            if floored:  # what reruns reach on this machine
-                resolution = max(resolution or 0.0, noise[name])  # type: ignore[index]
             rows.append(_tested(common, test, known.higher_is_better, limit, resolution,
-                                floor_decides and floored and test.level == "runs"))
+                                floor, floor_decides))
         elif deterministic and before.values and after.values:
             test = RatioTest.exact(statistics.median(before.values),
                                    statistics.median(after.values))

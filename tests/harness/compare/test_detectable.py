@@ -111,3 +111,17 @@ def test_the_gate_summary_says_which_baseline_and_what_a_pass_means() -> None:
     row = next(line for line in lines if line.startswith("| hep\\_cnn |"))
     assert row.startswith("| hep\\_cnn | 9.9% |")
     assert all(len(line) <= 120 for line in text.splitlines())
+
+
+def test_the_gate_summary_names_the_floor_rule_only_where_a_floor_decided() -> None:
+    """--floor-decides against a history with a floor: the summary says the rule decided;
+    without a history's spread (a baseline run now) or without the option it says nothing."""
+    history, candidate = history_and_candidate()
+    chosen = select_baseline(history, candidate, "history", branch="main")
+    rule = "Rule: a change beyond the history's floor fails the gate whatever the runs' " \
+        "interval says (--floor-decides)."
+    verdict = judge(chosen.records, candidate, 5.0, spread=chosen.spread, floor_decides=True)
+    text, page = summary(Decided(verdict, "the history", chosen.spread, floor_decides=True))
+    assert rule in text and rule in page
+    assert rule not in summary(Decided(verdict, "the history", chosen.spread))[0]
+    assert rule not in summary(Decided(verdict, "the merge base", floor_decides=True))[0]
